@@ -1,0 +1,231 @@
+"""Typed configuration: the dataclasses Hydra validates, and the range checks made at start-up.
+
+Hydra checks types and enum values while it merges overrides; `validate` checks ranges and
+relations between keys, and names the offending key in its message. Code past the command line
+receives these dataclasses (via `to_config`), never a raw DictConfig.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A setting is out of range or contradicts another; the message names the key."""
+
+
+class SearchKind(str, Enum):
+    gumbel = "gumbel"
+    puct = "puct"
+
+
+class Optimizer(str, Enum):
+    sgd = "sgd"
+    adamw = "adamw"
+
+
+class LrSchedule(str, Enum):
+    constant = "constant"
+    cosine = "cosine"
+    step = "step"
+
+
+class ValueLoss(str, Enum):
+    bce = "bce"
+    mse = "mse"
+
+
+class Dtype(str, Enum):
+    auto = "auto"  # bf16 on CPUs with bf16 support and on CUDA, else fp32
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+@dataclass
+class ModelConfig:
+    """Residual policy-value network (dlshogi's input and output layout)."""
+
+    blocks: int = 5  # residual blocks
+    channels: int = 64  # convolution channels
+    value_hidden: int = 256  # width of the value head's hidden layer
+
+
+@dataclass
+class SearchConfig:
+    kind: SearchKind = SearchKind.gumbel
+    num_simulations: int = 32  # network evaluations per move, after the root's
+    # Gumbel AlphaZero (Danihelka et al. 2022)
+    max_num_considered_actions: int = 16  # m: root actions sampled by Gumbel-top-k
+    c_visit: float = 50.0
+    c_scale: float = 0.1
+    rescale_values: bool = True  # min-max rescale completed Q before sigma (as mctx)
+    # PUCT (Silver et al. 2018)
+    c_base: float = 19652.0
+    c_init: float = 1.25
+    dirichlet_alpha: float = 0.15
+    dirichlet_weight: float = 0.25
+    temperature_plies: int = 30  # sample moves by visit counts for the first plies
+    leaves_per_step: int = 1  # leaves collected per tree per forward pass (virtual loss)
+    virtual_loss: float = 1.0
+    # both
+    leaf_mate_search: bool = True  # a leaf whose side to move mates in one is a win
+
+
+@dataclass
+class RulesConfig:
+    max_plies: int = 320  # a game reaching this many plies is a draw (dlshogi's self-play value)
+    impasse_rule: int = 27  # 24 or 27: the point rule of the impasse declaration
+    mate_adjudication_plies: int = 0  # 0 = off; odd N: a side with mate in N is declared the winner
+
+
+@dataclass
+class SelfPlayConfig:
+    num_actors: int = 128  # games in flight, searched together with batched forward passes
+    sampling_plies: int = 0  # Gumbel: sample from the improved policy for the first plies
+    inference_dtype: Dtype = Dtype.auto
+
+
+@dataclass
+class ReplayConfig:
+    capacity: int = 500_000  # positions kept (the most recent)
+    min_policy_prob: float = 1e-4  # policy-target entries below this are dropped, the rest renormalised
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 256
+    optimizer: Optimizer = Optimizer.sgd
+    lr: float = 0.02
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    warmup_steps: int = 100
+    lr_schedule: LrSchedule = LrSchedule.constant
+    decay_steps: int = 100_000  # cosine: steps to reach min_lr_ratio; step: steps per x0.1
+    min_lr_ratio: float = 0.01
+    grad_clip: float = 10.0  # max gradient norm; 0 = off
+    value_loss: ValueLoss = ValueLoss.bce
+    value_loss_weight: float = 1.0
+    value_target_root_weight: float = 0.0  # 0 = game result only; 1 = search root value only
+    amp: bool = True  # mixed precision on CUDA (fp16 with loss scaling)
+    cpu_bf16: bool = False  # bf16 autocast for training on the CPU
+    max_consecutive_skips: int = 20  # non-finite steps in a row before the run stops
+    log_every: int = 10  # training steps between TensorBoard points
+
+
+@dataclass
+class LoopConfig:
+    positions_per_checkpoint: int = 20_000  # new positions (finished games) before training
+    steps_per_checkpoint: int = 100  # optimizer steps per training phase
+    max_checkpoints: int = 0  # stop after this many checkpoints; 0 = until stopped
+    keep_checkpoints: int = 5  # checkpoint files kept per run (the newest)
+    selfplay_games_saved: int = 2  # finished games per checkpoint written as KIF under logs/<run>/games
+
+
+@dataclass
+class Config:
+    run: str = "default"  # run name: checkpoints/<run>/ and logs/<run>/; an existing run resumes
+    seed: int = 0
+    device: str = "auto"  # auto (CUDA when available), cpu, cuda, cuda:N
+    resume: Optional[str] = None  # a checkpoint file to start from
+    checkpoint_root: str = "checkpoints"
+    log_root: str = "logs"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    rules: RulesConfig = field(default_factory=RulesConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+
+
+def register_configs() -> None:
+    ConfigStore.instance().store(name="base_config", node=Config)
+
+
+def _check(ok: bool, key: str, message: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: {message}")
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+_RUN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def validate(cfg: Config) -> Config:
+    """Checks ranges and relations; raises ConfigError naming the first bad key."""
+    _check(bool(_RUN.match(cfg.run)), "run", "use letters, digits, '.', '_' and '-'", cfg.run)
+    _check(bool(_DEVICE.match(cfg.device)), "device", "allowed: auto, cpu, cuda, cuda:N", cfg.device)
+    m, s, r, sp, rp, t, lp = (cfg.model, cfg.search, cfg.rules, cfg.selfplay, cfg.replay,
+                              cfg.train, cfg.loop)
+    _check(m.blocks >= 1, "model.blocks", "must be >= 1", m.blocks)
+    _check(m.channels >= 1, "model.channels", "must be >= 1", m.channels)
+    _check(m.value_hidden >= 1, "model.value_hidden", "must be >= 1", m.value_hidden)
+    _check(s.num_simulations >= 1, "search.num_simulations", "must be >= 1", s.num_simulations)
+    # 593 is the largest number of legal moves of any shogi position.
+    _check(2 <= s.max_num_considered_actions <= 593, "search.max_num_considered_actions",
+           "must be in [2, 593] (the legal-move range)", s.max_num_considered_actions)
+    _check(s.c_visit >= 0, "search.c_visit", "must be >= 0", s.c_visit)
+    _check(s.c_scale > 0, "search.c_scale", "must be > 0", s.c_scale)
+    _check(s.c_base > 0, "search.c_base", "must be > 0", s.c_base)
+    _check(s.c_init > 0, "search.c_init", "must be > 0", s.c_init)
+    _check(s.dirichlet_alpha > 0, "search.dirichlet_alpha", "must be > 0", s.dirichlet_alpha)
+    _check(0 <= s.dirichlet_weight <= 1, "search.dirichlet_weight", "must be in [0, 1]", s.dirichlet_weight)
+    _check(s.temperature_plies >= 0, "search.temperature_plies", "must be >= 0", s.temperature_plies)
+    _check(s.leaves_per_step >= 1, "search.leaves_per_step", "must be >= 1", s.leaves_per_step)
+    _check(s.virtual_loss >= 0, "search.virtual_loss", "must be >= 0", s.virtual_loss)
+    _check(r.max_plies >= 1, "rules.max_plies", "must be >= 1", r.max_plies)
+    _check(r.impasse_rule in (24, 27), "rules.impasse_rule", "allowed: 24, 27", r.impasse_rule)
+    _check(r.mate_adjudication_plies == 0 or (r.mate_adjudication_plies % 2 == 1),
+           "rules.mate_adjudication_plies", "must be 0 (off) or an odd number of plies",
+           r.mate_adjudication_plies)
+    _check(sp.num_actors >= 1, "selfplay.num_actors", "must be >= 1", sp.num_actors)
+    _check(sp.sampling_plies >= 0, "selfplay.sampling_plies", "must be >= 0", sp.sampling_plies)
+    _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
+    _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
+    _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
+    _check(t.lr > 0, "train.lr", "must be > 0", t.lr)
+    _check(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)", t.momentum)
+    _check(t.weight_decay >= 0, "train.weight_decay", "must be >= 0", t.weight_decay)
+    _check(t.warmup_steps >= 0, "train.warmup_steps", "must be >= 0", t.warmup_steps)
+    _check(t.decay_steps >= 1, "train.decay_steps", "must be >= 1", t.decay_steps)
+    _check(0 <= t.min_lr_ratio <= 1, "train.min_lr_ratio", "must be in [0, 1]", t.min_lr_ratio)
+    _check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0 (0 = off)", t.grad_clip)
+    _check(t.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0", t.value_loss_weight)
+    _check(0 <= t.value_target_root_weight <= 1, "train.value_target_root_weight",
+           "must be in [0, 1]", t.value_target_root_weight)
+    _check(t.max_consecutive_skips >= 1, "train.max_consecutive_skips", "must be >= 1", t.max_consecutive_skips)
+    _check(t.log_every >= 1, "train.log_every", "must be >= 1", t.log_every)
+    _check(lp.positions_per_checkpoint >= 1, "loop.positions_per_checkpoint", "must be >= 1",
+           lp.positions_per_checkpoint)
+    _check(lp.steps_per_checkpoint >= 1, "loop.steps_per_checkpoint", "must be >= 1", lp.steps_per_checkpoint)
+    _check(lp.max_checkpoints >= 0, "loop.max_checkpoints", "must be >= 0 (0 = no limit)", lp.max_checkpoints)
+    _check(lp.keep_checkpoints >= 1, "loop.keep_checkpoints", "must be >= 1", lp.keep_checkpoints)
+    _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)
+    return cfg
+
+
+def to_config(cfg: DictConfig | Config) -> Config:
+    """Converts Hydra's merged DictConfig into validated dataclasses."""
+    if isinstance(cfg, Config):
+        return validate(cfg)
+    obj = OmegaConf.to_object(cfg)
+    if not isinstance(obj, Config):
+        # A plain dict (no structured schema): merge it onto the schema so types are checked.
+        obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), cfg))
+    return validate(obj)
+
+
+def to_plain(cfg: Config) -> dict:
+    """The resolved config as plain Python values (saved with checkpoints, shown in TensorBoard)."""
+    return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
+
+
+def from_plain(data: dict) -> Config:
+    """Inverse of `to_plain` (for a checkpoint's saved config)."""
+    return to_config(OmegaConf.merge(OmegaConf.structured(Config), data))

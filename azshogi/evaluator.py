@@ -1,0 +1,92 @@
+"""Where the search gets its network evaluations.
+
+Search code calls `evaluate(features1, features2) -> (policy_logits, win_probability)` on numpy
+batches and never knows whether the model sits in this process (LocalEvaluator) or behind an
+inference server. Every evaluator counts its calls, positions and seconds for `perf/` figures.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from . import features
+
+
+@dataclass
+class EvalStats:
+    calls: int = 0
+    positions: int = 0
+    seconds: float = 0.0
+
+    def reset(self) -> None:
+        self.calls, self.positions, self.seconds = 0, 0, 0.0
+
+
+class Evaluator(Protocol):
+    stats: EvalStats
+
+    def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """features1 (B, 62, 9, 9), features2 (B, 57, 9, 9) float32 ->
+        policy logits (B, 2187) float32, side to move's win probability (B,) float32."""
+        ...
+
+    def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Feature buffers the search fills in place (shared memory for a server)."""
+        ...
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={name!r}: CUDA is not available on this machine (use device=cpu or auto)")
+    return device
+
+
+def cpu_supports_bf16() -> bool:
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """The autocast dtype for inference: 'auto' is bf16 where the hardware has it, else fp32."""
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+class LocalEvaluator:
+    """Evaluates batches on the model object shared with the trainer (eval mode, no grad)."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype = torch.float32):
+        self.model, self.device, self.dtype = model, device, dtype
+        self.stats = EvalStats()
+
+    def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        return features.allocate(batch)
+
+    def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = time.perf_counter()
+        if self.model.training:
+            self.model.eval()
+        x1 = torch.from_numpy(features1).to(self.device, non_blocking=True)
+        x2 = torch.from_numpy(features2).to(self.device, non_blocking=True)
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
+                                                    enabled=self.dtype != torch.float32):
+            logits, value = self.model(x1, x2)
+            probability = torch.sigmoid(value.float()).squeeze(1)
+        logits_np = logits.float().cpu().numpy()
+        probability_np = probability.cpu().numpy()
+        self.stats.calls += 1
+        self.stats.positions += len(features1)
+        self.stats.seconds += time.perf_counter() - start
+        return logits_np, probability_np

@@ -1,0 +1,54 @@
+"""dlshogi's input features and move labels, through cshogi.
+
+Inputs: two float32 planes stacks per position, (62, 9, 9) and (57, 9, 9), from the side to
+move's view. Policy: 2187 = 27 directions x 81 squares labels, `make_move_label(move, turn)`.
+"""
+from __future__ import annotations
+
+import cshogi
+import numpy as np
+from cshogi import dlshogi
+
+FEATURES1_PLANES = dlshogi.FEATURES1_NUM  # 62
+FEATURES2_PLANES = dlshogi.FEATURES2_NUM  # 57
+NUM_LABELS = 27 * 81  # 2187
+
+_make_label = dlshogi.make_move_label
+
+
+def allocate(batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zeroed, C-contiguous feature buffers of shape (batch, 62, 9, 9) and (batch, 57, 9, 9)."""
+    return (np.zeros((batch, FEATURES1_PLANES, 9, 9), np.float32),
+            np.zeros((batch, FEATURES2_PLANES, 9, 9), np.float32))
+
+
+def write(board: cshogi.Board, features1: np.ndarray, features2: np.ndarray, row: int) -> None:
+    """Writes the features of `board` into row `row` of preallocated batch buffers."""
+    dlshogi.make_input_features(board, features1[row], features2[row])
+
+
+def legal_moves_and_labels(board: cshogi.Board) -> tuple[list[int], list[int]]:
+    """The legal moves (cshogi ints) and their policy labels, in cshogi's generation order."""
+    moves = list(board.legal_moves)
+    turn = board.turn
+    return moves, [_make_label(m, turn) for m in moves]
+
+
+def move_label(move: int, turn: int) -> int:
+    return _make_label(move, turn)
+
+
+def hcp_of(board: cshogi.Board) -> np.ndarray:
+    """The 32-byte HuffmanCodedPos of `board` as uint8[32]."""
+    out = np.empty(32, np.uint8)
+    board.to_hcp(out)
+    return out
+
+
+def write_from_hcps(hcps: np.ndarray, features1: np.ndarray, features2: np.ndarray,
+                    board: cshogi.Board | None = None) -> None:
+    """Decodes uint8[N, 32] packed positions into rows 0..N-1 of the feature buffers."""
+    board = board or cshogi.Board()
+    for i in range(len(hcps)):
+        board.set_hcp(hcps[i])
+        dlshogi.make_input_features(board, features1[i], features2[i])

@@ -1,0 +1,87 @@
+"""How a shogi game ends, on top of cshogi.
+
+One function, `outcome`, decides whether the side to move's position ends the game; the search
+(with a short repetition look-back) and self-play (with the whole history) both use it, so the
+tree and the game agree on the rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Optional
+
+import cshogi
+
+
+class Termination(IntEnum):
+    """Why a game ended. Values are stable: they are stored in checkpoints and records."""
+
+    CHECKMATE = 0  # the side to move has no legal move and loses
+    REPETITION = 1  # the same position again (sennichite): a draw
+    PERPETUAL_CHECK = 2  # repetition by continuous checks: the checking side loses
+    IMPASSE = 3  # the side to move declares an impasse win (nyugyoku)
+    MAX_PLIES = 4  # the ply limit: a draw
+    MATE_ADJUDICATION = 5  # the side to move has a forced mate; adjudicated as its win
+    RESIGN = 6  # a player resigned (engines and matches only)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished position, from the side to move's view: value +1 win, 0 draw, -1 loss."""
+
+    termination: Termination
+    value: int
+
+
+@dataclass(frozen=True)
+class Rules:
+    max_plies: int = 320
+    impasse_rule: int = 27  # 24 or 27 points
+    mate_adjudication_plies: int = 0  # 0 = off, else an odd number of plies
+
+    @property
+    def impasse_law(self) -> int:
+        return cshogi.LAW_24 if self.impasse_rule == 24 else cshogi.LAW_27
+
+
+def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Optional[int] = None,
+            mate_plies: int = 0) -> Optional[Outcome]:
+    """Returns how the game ends at `board` (side to move's view), or None if it goes on.
+
+    ply: plies played from the game's start position to `board`.
+    repetition_plies: how far back to look for a repetition (None = the whole history).
+    mate_plies: 0, or an odd N: a mate in N for the side to move counts as a win (adjudication).
+    """
+    rep = board.is_draw() if repetition_plies is None else board.is_draw(repetition_plies)
+    if rep == cshogi.REPETITION_DRAW:
+        return Outcome(Termination.REPETITION, 0)
+    if rep == cshogi.REPETITION_WIN:  # the opponent gave perpetual check
+        return Outcome(Termination.PERPETUAL_CHECK, 1)
+    if rep == cshogi.REPETITION_LOSE:  # the side to move gave perpetual check
+        return Outcome(Termination.PERPETUAL_CHECK, -1)
+    if board.is_game_over():
+        return Outcome(Termination.CHECKMATE, -1)
+    if board.is_nyugyoku(rules.impasse_law):
+        return Outcome(Termination.IMPASSE, 1)
+    if mate_plies and has_mate(board, mate_plies):
+        return Outcome(Termination.MATE_ADJUDICATION, 1)
+    if ply >= rules.max_plies:
+        return Outcome(Termination.MAX_PLIES, 0)
+    return None
+
+
+def has_mate(board: cshogi.Board, plies: int) -> bool:
+    """Whether the side to move mates within `plies` (odd). False while in check: cshogi's mate
+    searches assume the attacker is not in check (as dlshogi's use of them does)."""
+    if board.is_check():
+        return False
+    if plies <= 1:
+        return bool(board.mate_move_in_1ply())
+    return bool(board.mate_move(plies))
+
+
+def winner(turn: int, value: int) -> Optional[int]:
+    """The winning colour (cshogi.BLACK/WHITE) for an outcome value seen from `turn`; None = draw."""
+    if value == 0:
+        return None
+    return turn if value > 0 else 1 - turn

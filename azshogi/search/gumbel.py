@@ -1,0 +1,185 @@
+"""Gumbel AlphaZero search (Danihelka et al., "Policy improvement by planning with Gumbel", 2022).
+
+At the root: sample m actions without replacement by Gumbel-top-k on the logits, spend the n
+simulations on them by sequential halving, and play argmax g + logits + sigma(completed Q) among
+the most visited. Below the root: the deterministic choice that makes visit counts follow the
+improved policy. The policy target is softmax(logits + sigma(completed Q)) over all legal moves.
+All actors search together: one forward pass per simulation carries one leaf of every tree.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional, Sequence
+
+import cshogi
+import numpy as np
+
+from ..evaluator import Evaluator
+from ..rules import Rules
+from .simulator import Simulator
+from .tree import Tree, masked_softmax
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Per actor a (A actors, root width K): the move to play and the root's statistics.
+
+    moves: (A,) cshogi moves chosen. edge_moves, labels: (A, K) the root's legal moves and
+    their policy labels, valid in columns < num_edges (A,). policy: (A, K) the policy target
+    (0 on padding). visits: (A, K) root visit counts. root_value: (A,) the search's value of the
+    root for its side to move, in [-1, 1].
+    """
+
+    moves: np.ndarray
+    edge_moves: np.ndarray
+    labels: np.ndarray
+    num_edges: np.ndarray
+    policy: np.ndarray
+    visits: np.ndarray
+    root_value: np.ndarray
+
+
+@lru_cache(maxsize=None)
+def considered_visit_sequence(num_considered: int, num_simulations: int) -> tuple[int, ...]:
+    """Sequential halving as a table: for simulation i, the visit count that a root action must
+    have to be chosen. The considered actions are visited in rounds; after each phase the half
+    with the lower scores stops receiving visits. There are ceil(log2(m)) phases, each given
+    about n / ceil(log2(m)) simulations (at least one visit per remaining action)."""
+    if num_considered <= 1:
+        return tuple(range(num_simulations))
+    phases = math.ceil(math.log2(num_considered))
+    sequence: list[int] = []
+    remaining, level = num_considered, 0
+    while len(sequence) < num_simulations:
+        visits_each = max(1, num_simulations // (phases * remaining))
+        for _ in range(visits_each):
+            sequence.extend([level] * remaining)
+            level += 1
+        remaining = max(2, remaining // 2)
+    return tuple(sequence[:num_simulations])
+
+
+def completed_q(logits: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
+                node_value: np.ndarray) -> np.ndarray:
+    """Q of visited actions; the mixed value estimate v_mix for unvisited ones.
+
+    logits, visits, value_sum: (R, K) (logits -inf on padding); node_value: (R,) network value.
+    v_mix = (v + N / sum_{b visited} pi(b) * sum_{b visited} pi(b) q(b)) / (1 + N), N = sum visits.
+    """
+    prior = masked_softmax(logits)
+    visited = visits > 0
+    q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
+    total = visits.sum(axis=1)
+    prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
+    weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
+    v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
+    return np.where(visited, q, v_mix[:, None]).astype(np.float32)
+
+
+def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float, c_scale: float,
+          rescale: bool) -> np.ndarray:
+    """sigma(q) = (c_visit + max_b N(b)) * c_scale * q, with q in [0, 1]: min-max rescaled over
+    the legal actions (rescale=True, as mctx) or mapped from [-1, 1] as a win rate."""
+    if rescale:
+        low = np.where(valid, cq, np.inf).min(axis=1, keepdims=True)
+        high = np.where(valid, cq, -np.inf).max(axis=1, keepdims=True)
+        scaled = (cq - low) / np.maximum(high - low, 1e-8)
+    else:
+        scaled = (cq + 1.0) * 0.5
+    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
+
+
+class GumbelSearch:
+    def __init__(self, evaluator: Evaluator, rules: Rules, num_actors: int, num_simulations: int = 32,
+                 max_num_considered_actions: int = 16, c_visit: float = 50.0, c_scale: float = 0.1,
+                 rescale_values: bool = True, leaf_mate_search: bool = True):
+        self.num_simulations = num_simulations
+        self.max_num_considered_actions = max_num_considered_actions
+        self.c_visit, self.c_scale, self.rescale_values = c_visit, c_scale, rescale_values
+        self.simulator = Simulator(evaluator, rules, num_actors, num_simulations + 1, leaf_mate_search)
+
+    @property
+    def tree(self) -> Tree:
+        return self.simulator.tree
+
+    def _scores(self, actors, nodes):
+        """(logits, sigma(completed Q), visits, valid) of rows: the improved policy's logits
+        are logits + sigma."""
+        tree = self.tree
+        logits = tree.edge_logit[actors, nodes]
+        visits = tree.edge_visits[actors, nodes]
+        valid = tree.valid(actors, nodes)
+        cq = completed_q(logits, visits, tree.edge_value_sum[actors, nodes], tree.node_value[actors, nodes])
+        return logits, sigma(cq, visits, valid, self.c_visit, self.c_scale, self.rescale_values), visits, valid
+
+    def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rng: np.random.Generator,
+            sample: Optional[np.ndarray] = None) -> SearchResult:
+        """Searches every board (none may be a finished position) and returns the moves to play.
+
+        plies: (A,) plies played so far in each game. sample: (A,) bool, actors that sample their
+        move from the improved policy instead of taking the Gumbel choice.
+        """
+        num = len(boards)
+        sim = self.simulator
+        sim.expand_roots(boards)
+        tree = self.tree
+        actors = np.arange(num)
+        roots = np.zeros(num, np.int64)
+        width = tree.width
+        root_logits = tree.edge_logit[actors, roots]
+        valid = np.isfinite(root_logits)
+        gumbel = np.where(valid, rng.gumbel(size=(num, width)), 0.0).astype(np.float32)
+        num_legal = tree.num_edges[actors, roots]
+        num_considered = np.minimum(num_legal, self.max_num_considered_actions)
+        # Gumbel-top-k: the m actions with the largest g + logits, ranked per row.
+        order = np.argsort(-(gumbel + root_logits), axis=1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(width)[None, :].repeat(num, 0), axis=1)
+        considered = rank < num_considered[:, None]
+        table = np.array([considered_visit_sequence(int(m), self.num_simulations) for m in num_considered])
+        base = gumbel + root_logits  # fixed during the search (root logits do not change)
+
+        def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
+            logits, sig, visits, ok = self._scores(act, nodes)
+            if depth == 0:  # the tree may have grown wider than the root: use the root's columns
+                sig, visits = sig[:, :width], visits[:, :width]
+                target = table[act, step][:, None]
+                score = base[act] + sig
+                choice = np.where(considered[act] & (visits == target), score, -np.inf)
+                # Sequential halving always leaves an action at the target count; this guards
+                # against float drift only.
+                fallback = np.where(considered[act], -visits, -np.inf)
+                stuck = ~np.isfinite(choice.max(axis=1))
+                choice[stuck] = fallback[stuck]
+                return choice.argmax(axis=1)
+            policy = masked_softmax(logits + sig)
+            score = policy - visits / (1.0 + visits.sum(axis=1, keepdims=True))
+            return np.where(ok, score, -np.inf).argmax(axis=1)
+
+        for step in range(self.num_simulations):
+            sim.simulate(boards, plies, select)
+
+        logits, sig, visits, _ = self._scores(actors, roots)
+        logits, sig, visits = logits[:, :width], sig[:, :width], visits[:, :width]
+        policy = masked_softmax(logits + sig)
+        most = np.where(considered, visits, -1.0).max(axis=1, keepdims=True)
+        final = np.where(considered & (visits == most), base + sig, -np.inf)
+        chosen = final.argmax(axis=1)
+        if sample is not None and sample.any():
+            for a in np.flatnonzero(sample):
+                chosen[a] = rng.choice(width, p=policy[a] / policy[a].sum())
+        # The root's search value: the network value averaged with every simulation's value.
+        root_value = ((tree.node_value[actors, roots] + tree.edge_value_sum[actors, roots].sum(axis=1))
+                      / (1.0 + visits.sum(axis=1)))
+        edge_moves = tree.edge_move[actors, roots, :width].copy()
+        return SearchResult(
+            moves=edge_moves[actors, chosen].astype(np.int64),
+            edge_moves=edge_moves,
+            labels=tree.edge_label[actors, roots, :width].copy(),
+            num_edges=num_legal.copy(),
+            policy=policy.astype(np.float32),
+            visits=visits.copy(),
+            root_value=root_value.astype(np.float32),
+        )
