@@ -88,3 +88,21 @@ def load(path: Path, map_location="cpu") -> dict:
         raise CheckpointError(f"checkpoint not found: {path}") from None
     except Exception as e:  # truncated, corrupt or foreign files
         raise CheckpointError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+
+
+def load_model(path: Path, device="cpu"):
+    """The network of a checkpoint, in eval mode on `device`, with the run's config.
+    Returns (model, config)."""
+    from .config import from_plain
+    from .network import build
+
+    state = load(Path(path))
+    if "model" not in state or "config" not in state:
+        raise CheckpointError(f"{path}: not an azshogi checkpoint (no model or config)")
+    cfg = from_plain(state["config"])
+    model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: the weights do not fit the saved model settings: {e}") from None
+    return model.to(device).eval(), cfg
