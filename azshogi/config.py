@@ -128,6 +128,15 @@ class LoopConfig:
 
 
 @dataclass
+class BenchConfig:
+    """azshogi-bench: how long to measure."""
+
+    seconds: float = 10.0  # length of each measured window (network alone, then self-play)
+    warmup_seconds: float = 5.0  # self-play before the first window
+    repeats: int = 3  # windows of each kind, alternated; medians are reported
+
+
+@dataclass
 class Config:
     run: str = "default"  # run name: checkpoints/<run>/ and logs/<run>/; an existing run resumes
     seed: int = 0
@@ -142,6 +151,7 @@ class Config:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
 
 
 def register_configs() -> None:
@@ -207,6 +217,10 @@ def validate(cfg: Config) -> Config:
     _check(lp.max_checkpoints >= 0, "loop.max_checkpoints", "must be >= 0 (0 = no limit)", lp.max_checkpoints)
     _check(lp.keep_checkpoints >= 1, "loop.keep_checkpoints", "must be >= 1", lp.keep_checkpoints)
     _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)
+    b = cfg.bench
+    _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
+    _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
+    _check(b.repeats >= 1, "bench.repeats", "must be >= 1", b.repeats)
     return cfg
 
 

@@ -34,6 +34,7 @@ class Simulator:
         self._path_nodes = np.zeros((num_actors, max_nodes + 1), np.int64)
         self._path_edges = np.zeros((num_actors, max_nodes + 1), np.int64)
         self.seconds = 0.0  # wall time inside this simulator, inference included
+        self.leaf_seconds = 0.0  # of which: rules, legal moves and features at the leaves
 
     def expand_roots(self, boards: Sequence[cshogi.Board]) -> None:
         """Clears the trees and evaluates every actor's root in one forward pass."""
@@ -49,6 +50,7 @@ class Simulator:
             features.write(board, self.features1, self.features2, a)
             moves.append(m)
             labels.append(lab)
+        self.leaf_seconds += time.perf_counter() - start
         logits, probability = self.evaluator.evaluate(self.features1[:len(boards)], self.features2[:len(boards)])
         self.tree.expand(actors, nodes, moves, labels, logits, 2.0 * probability - 1.0)
         self.seconds += time.perf_counter() - start
@@ -110,6 +112,7 @@ class Simulator:
     def _evaluate_leaves(self, boards, plies, actors, nodes, depths) -> np.ndarray:
         """Terminal leaves get their game value; the rest one batched network evaluation.
         Returns (R,) values from each leaf's side to move."""
+        start = time.perf_counter()
         tree, rules = self.tree, self.rules
         values = np.zeros(len(actors), np.float32)
         rows: list[int] = []
@@ -127,6 +130,7 @@ class Simulator:
             rows.append(i)
             moves.append(m)
             labels.append(lab)
+        self.leaf_seconds += time.perf_counter() - start
         if rows:
             k = len(rows)
             logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
