@@ -73,13 +73,12 @@ def build_components(cfg: Config) -> Components:
     device = resolve_device(cfg.device)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    selfplay_seed, train_seed = np.random.SeedSequence(cfg.seed).spawn(2)
+    train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
     evaluator = LocalEvaluator(model, device, resolve_dtype(cfg.selfplay.inference_dtype.value, device))
     rules = rules_of(cfg)
     search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors)
-    selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, np.random.default_rng(selfplay_seed),
-                        cfg.selfplay.sampling_plies, cfg.replay.min_policy_prob)
+    selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
     return Components(device, model, evaluator, search, selfplay, np.random.default_rng(train_seed))
 
 
@@ -110,7 +109,6 @@ class Loop:
             "counters": asdict(self.counters),
             "rng": {
                 "python": random.getstate(),
-                "numpy_selfplay": self.selfplay.rng.bit_generator.state,
                 "numpy_train": self.train_rng.bit_generator.state,
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
@@ -133,7 +131,6 @@ class Loop:
         self.counters = Counters(**state["counters"])
         rng = state["rng"]
         random.setstate(rng["python"])
-        self.selfplay.rng.bit_generator.state = rng["numpy_selfplay"]
         self.train_rng.bit_generator.state = rng["numpy_train"]
         torch.set_rng_state(rng["torch"])
         if rng["cuda"] and torch.cuda.is_available():

@@ -75,7 +75,7 @@ def test_illegal_labels_are_never_chosen():
 
     search = GumbelSearch(FunctionEvaluator(adversarial), Rules(), len(boards), num_simulations=16,
                           max_num_considered_actions=8)
-    result = search.run(boards, np.zeros(3, np.int64), np.random.default_rng(0))
+    result = search.run(boards, np.zeros(3, np.int64), [np.random.default_rng(i) for i in range(3)])
     for i, board in enumerate(boards):
         assert board.is_legal(int(result.moves[i]))
         n = result.num_edges[i]
@@ -116,7 +116,7 @@ def test_search_finds_mate_in_one_with_a_value_oracle(seed):
     # legal move make sigma(q) of the mate large enough that the sample is the mate.
     search = GumbelSearch(mate_oracle(MATE_IN_ONE), Rules(), 1, num_simulations=8 * num_legal,
                           max_num_considered_actions=num_legal, leaf_mate_search=False)
-    result = search.run([board], np.zeros(1, np.int64), np.random.default_rng(seed))
+    result = search.run([board], np.zeros(1, np.int64), [np.random.default_rng(seed)])
     assert result.moves[0] == mate
     assert board.sfen() == MATE_IN_ONE  # the board is back where it started
 
@@ -127,7 +127,7 @@ def test_search_finds_mate_through_terminal_leaves():
     num_legal = len(list(board.legal_moves))
     search = GumbelSearch(uniform_evaluator(), Rules(), 1, num_simulations=8 * num_legal,
                           max_num_considered_actions=num_legal, leaf_mate_search=False)
-    result = search.run([board], np.zeros(1, np.int64), np.random.default_rng(3))
+    result = search.run([board], np.zeros(1, np.int64), [np.random.default_rng(3)])
     assert cshogi.move_to_usi(int(result.moves[0])) == "G*5b"
 
 
@@ -137,7 +137,7 @@ def test_batched_actors_search_independently():
     boards[1].push_usi("7g7f")
     boards[2].set_sfen(MATE_IN_ONE)
     search = GumbelSearch(uniform_evaluator(), Rules(), 5, num_simulations=8, max_num_considered_actions=4)
-    result = search.run(boards, np.zeros(5, np.int64), np.random.default_rng(0))
+    result = search.run(boards, np.zeros(5, np.int64), [np.random.default_rng(i) for i in range(5)])
     for board, move in zip(boards, result.moves):
         assert board.is_legal(int(move))
     assert result.visits.sum(axis=1).tolist() == [8] * 5

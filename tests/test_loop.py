@@ -136,3 +136,9 @@ def test_sigterm_ends_with_a_checkpoint_and_resumes(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert ckpt.latest(run_dir).name == f"ckpt-{finished + 1:05d}.pt"
+
+
+def test_loop_runs_with_puct(tiny_config):
+    counters = train(tiny_config("search=puct", "search.num_simulations=8", "search.leaves_per_step=4",
+                                 "loop.max_checkpoints=1"), show_progress=False)
+    assert counters.checkpoints == 1 and counters.positions >= 60
