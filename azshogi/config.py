@@ -85,9 +85,19 @@ class RulesConfig:
 
 
 @dataclass
+class InferenceConfig:
+    """How the network is run for search (self-play, engine, matches)."""
+
+    dtype: Dtype = Dtype.auto  # autocast dtype; auto = bf16 where the hardware has it, else fp32
+    channels_last: bool = True
+    fold_batchnorm: bool = True  # evaluate a batch-norm-folded form, refreshed when weights change
+    compile: bool = False  # torch.compile on padded batch shapes (slow first start, faster after)
+    compile_cache: str = "~/.cache/azshogi/inductor"  # persistent compile cache
+
+
+@dataclass
 class SelfPlayConfig:
     num_actors: int = 128  # games in flight, searched together with batched forward passes
-    inference_dtype: Dtype = Dtype.auto
 
 
 @dataclass
@@ -147,6 +157,7 @@ class Config:
     search: SearchConfig = field(default_factory=SearchConfig)
     rules: RulesConfig = field(default_factory=RulesConfig)
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)

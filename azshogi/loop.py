@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from . import checkpoint as ckpt
 from .config import Config, ConfigError, from_plain, to_plain
-from .evaluator import LocalEvaluator, resolve_device, resolve_dtype
+from .evaluator import LocalEvaluator, make_evaluator, resolve_device
 from .monitor import Monitor, SelfPlayStats, Timer, TrainStats, setup_logging, log
 from .network import build
 from .records import write_kif
@@ -75,7 +75,9 @@ def build_components(cfg: Config) -> Components:
     torch.manual_seed(cfg.seed)
     train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
-    evaluator = LocalEvaluator(model, device, resolve_dtype(cfg.selfplay.inference_dtype.value, device))
+    # Leaves of all actors per forward pass (PUCT sends several per tree).
+    max_batch = cfg.selfplay.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
+    evaluator = make_evaluator(model, device, cfg.inference, max_batch)
     rules = rules_of(cfg)
     search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors)
     selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
