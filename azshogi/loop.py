@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from . import checkpoint as ckpt
 from .config import Config, ConfigError, from_plain, to_plain
+from .dlshogi_data import Hcpe3Writer, seed_buffer
 from .evaluator import LocalEvaluator, resolve_device, resolve_dtype
 from .monitor import Monitor, SelfPlayStats, Timer, TrainStats, setup_logging, log
 from .network import build
@@ -78,6 +79,7 @@ class Loop:
                                  np.random.default_rng(selfplay_seed), cfg.selfplay.sampling_plies,
                                  cfg.replay.min_policy_prob)
         self.replay = ReplayBuffer(cfg.replay.capacity)
+        self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
         self.trainer = Trainer(self.model, cfg.train, self.device)
         self.counters = Counters()
         self.show_progress = show_progress
@@ -112,6 +114,10 @@ class Loop:
                 f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
                 f"for {self.cfg.model.blocks}, {self.cfg.model.channels}, {self.cfg.model.value_hidden}: "
                 f"use the run's model settings or start a new run name")
+        if saved.train.optimizer != self.cfg.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
+            raise ConfigError(
+                f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
+                f"for {self.cfg.train.optimizer.value}: use the same optimizer")
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state["trainer"])
         self.replay.load_state_dict(state["replay"])
@@ -139,8 +145,21 @@ class Loop:
     def save(self, partial: bool) -> Path:
         if not weights_finite(self.model):
             raise ckpt.CheckpointError("the network's weights are not finite; the checkpoint was not written")
-        return ckpt.save(self.state_dict(), self.checkpoint_dir, self.counters.checkpoints, partial,
+        path = ckpt.save(self.state_dict(), self.checkpoint_dir, self.counters.checkpoints, partial,
                          self.cfg.loop.keep_checkpoints)
+        if self.hcpe3 is not None:
+            # The games whose positions entered the buffer since the previous checkpoint file;
+            # a second stop in the same phase adds to the same -partial file.
+            self.hcpe3.flush(self.log_dir / "hcpe3" / path.with_suffix(".hcpe3").name, append=partial)
+        return path
+
+    def seed_replay(self) -> None:
+        """Fills a buffer that has never held a position from `replay.seed_files`."""
+        files = self.cfg.replay.seed_files
+        if files and self.replay.total_added == 0:
+            read = seed_buffer(self.replay, files)
+            self.monitor.say(f"replay buffer seeded with {len(self.replay)} of {read} positions "
+                             f"from {len(files)} file(s)")
 
     # --- the loop ---
 
@@ -157,6 +176,7 @@ class Loop:
                                    show_progress=self.show_progress)
             (self.log_dir / "config.yaml").write_text(OmegaConf.to_yaml(to_plain(self.cfg)))
             self.monitor.hyperparameters(to_plain(self.cfg), self.counters.train_steps)
+            self.seed_replay()
             c = self.counters
             where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
             self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
@@ -200,6 +220,8 @@ class Loop:
             stats.moves_played += len(self.selfplay.actors)
             for game in finished:
                 self.replay.add_game(game.record)
+                if self.hcpe3 is not None:
+                    self.hcpe3.add(game)
                 before = c.positions_since_checkpoint
                 c.games += 1
                 c.positions += game.length
