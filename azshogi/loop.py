@@ -176,13 +176,13 @@ class Loop:
                                    show_progress=self.show_progress)
             (self.log_dir / "config.yaml").write_text(OmegaConf.to_yaml(to_plain(self.cfg)))
             self.monitor.hyperparameters(to_plain(self.cfg), self.counters.train_steps)
-            self.seed_replay()
             c = self.counters
             where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
             self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
                              f"{self.cfg.selfplay.num_actors} actors, {self.cfg.search.kind.value} "
                              f"{self.cfg.search.num_simulations} simulations, network "
                              f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
+            self.seed_replay()
             while not self.done():
                 selfplay_stats = SelfPlayStats()
                 if not c.in_training:

@@ -15,6 +15,7 @@ rate schedule continues at the pretraining step), as does `resume=PATH` in anoth
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,8 @@ register_configs()
 
 @dataclass
 class TestMetrics:
-    """Means over the held-out positions; value accuracy counts decisive games only."""
+    """Means over the held-out positions; value accuracy counts decisive games only (NaN when
+    there are none)."""
 
     policy_loss: float
     value_loss: float
@@ -72,7 +74,8 @@ def evaluate(model: torch.nn.Module, buffer: ReplayBuffer, slots: np.ndarray, cf
         decisive += int(won.sum())
     model.train(was_training)
     n = max(1, len(slots))
-    return TestMetrics(sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / max(1, decisive), len(slots))
+    return TestMetrics(sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / decisive if decisive else math.nan,
+                       len(slots))
 
 
 def pretrain(cfg: Config, show_progress: bool = True) -> Path:
@@ -113,11 +116,12 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
                 if test is not None and (step % p.eval_every == 0 or step == p.steps):
                     m = evaluate(loop.model, test, test_slots, cfg, loop.device)
                     for name in ("policy_loss", "value_loss", "policy_accuracy", "value_accuracy"):
-                        monitor.writer.add_scalar(f"test/{name}", getattr(m, name), c.train_steps)
+                        if not math.isnan(getattr(m, name)):  # no value accuracy without decisive games
+                            monitor.writer.add_scalar(f"test/{name}", getattr(m, name), c.train_steps)
                     monitor.writer.flush()
+                    value_accuracy = "n/a (all draws)" if math.isnan(m.value_accuracy) else f"{m.value_accuracy:.1%}"
                     monitor.say(f"step {c.train_steps}: test policy loss {m.policy_loss:.3f} accuracy "
-                                f"{m.policy_accuracy:.1%} | value loss {m.value_loss:.3f} accuracy "
-                                f"{m.value_accuracy:.1%}")
+                                f"{m.policy_accuracy:.1%} | value loss {m.value_loss:.3f} accuracy {value_accuracy}")
         except KeyboardInterrupt:
             log.info("interrupted at step %d: writing the checkpoint", c.train_steps)
         monitor.close_bar()
