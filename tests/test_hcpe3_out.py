@@ -7,17 +7,13 @@ import math
 import cshogi
 import numpy as np
 import pytest
-import torch
 from cshogi import dlshogi
 
 from azshogi.dlshogi_data import Hcpe3Writer, read_hcpe3
-from azshogi.evaluator import LocalEvaluator
-from azshogi.network import build
+from azshogi.loop import Loop, rules_of
 from azshogi.rules import Rules, Termination, outcome
-from azshogi.search import GumbelSearch
-from azshogi.selfplay import SelfPlay
 
-from interop_helpers import CHECKMATE, IMPASSE, PERPETUAL_CHECK, REPETITION, play_script
+from interop_helpers import CHECKMATE, IMPASSE, PERPETUAL_CHECK, REPETITION, play_script, small_config
 
 # --- the format, as REFERENCE.md and dlshogi's cppshogi.h describe it ---
 HEADER = np.dtype([("hcp", "u1", 32), ("moveNum", "<u2"), ("result", "u1"), ("opponent", "u1")])
@@ -84,11 +80,11 @@ def check_game(game: dict, finished, rules: Rules) -> None:
 
 
 def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
-    torch.manual_seed(0)
-    rules = Rules(max_plies=12)
-    evaluator = LocalEvaluator(build(1, 16, 32), torch.device("cpu"))
-    search = GumbelSearch(evaluator, rules, 3, num_simulations=4, max_num_considered_actions=4)
-    selfplay = SelfPlay(search, rules, 3, np.random.default_rng(0), sampling_plies=4)
+    # The loop's own self-play: a 1x16 network, Gumbel search with 4 simulations, 12-ply games.
+    cfg = small_config(tmp_path, "selfplay.num_actors=3", "search.num_simulations=4",
+                       "search.max_num_considered_actions=4", "rules.max_plies=12")
+    assert cfg.search.kind.value == "gumbel" and (cfg.model.blocks, cfg.model.channels) == (1, 16)
+    selfplay, rules = Loop(cfg, show_progress=False).selfplay, rules_of(cfg)
     finished = []
     while len(finished) < 3:
         finished += selfplay.step()
