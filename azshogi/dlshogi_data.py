@@ -90,7 +90,7 @@ def winner_of(result: int) -> Optional[int]:
 
 def eval_from_value(value: np.ndarray) -> np.ndarray:
     """Search values in [-1, 1] (side to move) -> dlshogi evals, int16 in [-30000, 30000]."""
-    p = (np.asarray(value, np.float64) + 1.0) * 0.5
+    p = (np.clip(np.asarray(value, np.float64), -1.0, 1.0) + 1.0) * 0.5  # float16/32 drift past +-1
     with np.errstate(divide="ignore"):
         score = EVAL_SCALE * (np.log(p) - np.log1p(-p))  # +-inf at p = 1 / 0
     return np.clip(np.nan_to_num(score, nan=0.0), -EVAL_LIMIT, EVAL_LIMIT).round().astype(np.int16)
@@ -403,19 +403,16 @@ def records_from_file(path: Path, game_ids: Iterable[int]) -> list[GameRecord]:
         out = []
         for game in read_hcpe3(path):
             counts = np.diff(game.candidate_offsets)
-            kept = np.flatnonzero(counts > 0)
+            kept = np.flatnonzero(counts > 0)  # the other positions own no candidate entries
             if len(kept) == 0:
                 continue
-            entries = np.concatenate([np.arange(game.candidate_offsets[k], game.candidate_offsets[k + 1])
-                                      for k in kept])
-            visits = game.visits[entries].astype(np.float32)
-            sums = np.add.reduceat(visits, np.concatenate([[0], np.cumsum(counts[kept])[:-1]]))
-            probs = visits / np.repeat(sums, counts[kept])
+            offsets = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64)
+            visits = game.visits.astype(np.float32)
+            probs = visits / np.repeat(np.add.reduceat(visits, offsets[:-1]), counts[kept])
             hcps = game.hcps[kept]
             out.append(GameRecord(next(ids), hcps, _results(game.winner, _turns(hcps)),
-                                  value_from_eval(game.evals[kept]), kept.astype(np.int16),
-                                  np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64),
-                                  game.labels[entries], probs))
+                                  value_from_eval(game.evals[kept]), kept.astype(np.int16), offsets,
+                                  game.labels, probs))
         return out
     raise DataFormatError(f"{path}: unknown data file type (expected a .hcpe or .hcpe3 file)")
 

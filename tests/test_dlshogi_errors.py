@@ -181,7 +181,8 @@ def test_conversions():
     assert result_byte(cshogi.WHITE, Termination.MATE_ADJUDICATION) == 0x2
     assert winner_of(0x16) is None  # dlshogi's own spelling of the move-limit flag: a draw
     assert winner_of(0x2) == cshogi.WHITE and winner_of(0x9) == cshogi.BLACK
-    assert eval_from_value(np.array([-1.0, 0.0, 1.0])).tolist() == [-30000, 0, 30000]
+    assert eval_from_value(np.array([-1.0, 0.0, 1.0, 1.0000001, -1.0000001])).tolist() == [
+        -30000, 0, 30000, 30000, -30000]
     np.testing.assert_allclose(value_from_eval(eval_from_value(np.array([-0.9, 0.3]))), [-0.9, 0.3], atol=1e-3)
     probs = np.array([0.5, 0.25, 0.25 - 2e-6, 2e-6])
     counts = visit_counts(probs)

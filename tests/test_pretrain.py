@@ -105,3 +105,30 @@ def test_the_console_script_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "c" / "cli" / "ckpt-00000.pt").is_file()
     assert sorted(os.listdir(tmp_path)) == ["c", "l", "t.hcpe"]  # no Hydra outputs/ folder
+
+
+def test_a_dlshogi_style_hcpe3_file_is_read(tmp_path):
+    """Built here byte by byte: an opening-book start position, two random opening moves with no
+    candidates (not trained on), dlshogi's 0x16 move-limit result (a draw)."""
+    start = cshogi.Board("lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3")
+    hcp = np.empty(32, np.uint8)
+    start.to_hcp(hcp)
+    header = np.zeros(1, [("hcp", "u1", 32), ("moveNum", "<u2"), ("result", "u1"), ("opponent", "u1")])
+    header["hcp"], header["moveNum"], header["result"] = hcp, 4, 0x16
+    parts, board = [header.tobytes()], start.copy()
+    for i, usi in enumerate(["2g2f", "8c8d", "2f2e", "8d8e"]):
+        move = board.move_from_usi(usi)
+        if i < 2:
+            parts.append(np.array([(move & 0xFFFF, 0, 0)], "<u2,<i2,<u2").tobytes())
+        else:
+            other = next(m for m in board.legal_moves if m != move)
+            parts.append(np.array([(move & 0xFFFF, 400, 2)], "<u2,<i2,<u2").tobytes())
+            parts.append(np.array([(move & 0xFFFF, 30), (other & 0xFFFF, 10)], "<u2,<u2").tobytes())
+        board.push(move)
+    (tmp_path / "d.hcpe3").write_bytes(b"".join(parts))
+    buffer = load_buffer([tmp_path / "d.hcpe3"])
+    assert len(buffer) == 2
+    batch = buffer.gather(np.arange(2))
+    assert (batch.result == 0).all()  # 0x16: a draw by the move limit, not a white win
+    np.testing.assert_allclose(np.sort(batch.policy, axis=1)[:, -2:], [[0.25, 0.75]] * 2)
+    np.testing.assert_allclose(batch.root_value, np.tanh(400 / (2 * 756.0864962951762)), rtol=1e-3)
