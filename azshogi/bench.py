@@ -12,14 +12,10 @@ import statistics
 import sys
 import time
 
-import hydra
-import numpy as np
 import torch
-from omegaconf import DictConfig
 
-from .config import Config, ConfigError, register_configs, to_config
-
-register_configs()
+from .app import hydra_command
+from .config import Config
 
 
 def forward_window(evaluator, features1, features2, seconds: float) -> float:
@@ -112,19 +108,7 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     return result
 
 
-@hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
-def _main(dict_cfg: DictConfig) -> None:
-    try:
-        cfg = to_config(dict_cfg)
-    except ConfigError as e:
-        print(f"azshogi-bench: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    run(cfg)
-
-
-def main() -> None:
-    _main()
-
+main = hydra_command("azshogi-bench", run)
 
 if __name__ == "__main__":
     main()

@@ -6,13 +6,13 @@ progress. The newest file, by (number, partial after full), is where a run resum
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import torch
+
+from .files import atomic_writer
 
 _NAME = re.compile(r"^ckpt-(\d{5,})(-partial)?\.pt$")
 
@@ -45,19 +45,9 @@ def latest(directory: Path) -> Optional[Path]:
 def save(state: dict, directory: Path, checkpoints: int, partial: bool, keep: int) -> Path:
     """Writes `state` atomically (temporary file, flush, fsync, rename) and keeps the newest
     `keep` files. A crash at any point leaves the previous checkpoint intact."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(checkpoints, partial)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)
+    with atomic_writer(path, mode=0o600) as f:  # checkpoints hold the whole run: private
+        torch.save(state, f)
     # A full checkpoint supersedes the partial one of the same phase.
     for old in list_checkpoints(directory):
         if old != path and _order(old) < _order(path) and _order(old)[0] == checkpoints - 1 and _order(old)[1]:
@@ -66,19 +56,6 @@ def save(state: dict, directory: Path, checkpoints: int, partial: bool, keep: in
     for old in files[:-keep]:
         old.unlink(missing_ok=True)
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def load(path: Path, map_location="cpu") -> dict:

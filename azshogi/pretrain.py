@@ -16,22 +16,18 @@ rate schedule continues at the pretraining step), as does `resume=PATH` in anoth
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import hydra
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from . import checkpoint as ckpt
-from .config import Config, ConfigError, register_configs, to_config, to_plain
-from .dlshogi_data import DataFormatError, load_buffer
+from .app import hydra_command
+from .config import Config, ConfigError, to_plain
+from .dlshogi_data import load_buffer
 from .replay import ReplayBuffer
-from .trainer import TrainingDiverged, losses
-
-register_configs()
+from .trainer import losses
 
 
 @dataclass
@@ -134,23 +130,7 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
         handler.close()
 
 
-def _fail(message: str) -> None:
-    print(f"azshogi-pretrain: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-@hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
-def _main(dict_cfg: DictConfig) -> None:
-    try:
-        cfg = to_config(dict_cfg)
-        pretrain(cfg)
-    except (ConfigError, ckpt.CheckpointError, DataFormatError, TrainingDiverged) as e:
-        _fail(str(e))
-
-
-def main() -> None:
-    _main()
-
+main = hydra_command("azshogi-pretrain", pretrain)
 
 if __name__ == "__main__":
     main()

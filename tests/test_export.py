@@ -9,7 +9,6 @@ from cshogi import CSA
 from azshogi import features
 from azshogi.dlshogi_data import Hcpe3Writer
 from azshogi.export import main as export_main
-from azshogi.network import build
 from azshogi.rules import Rules
 
 from interop_helpers import CHECKMATE, IMPASSE, PERPETUAL_CHECK, REPETITION, play_script, random_positions

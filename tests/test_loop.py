@@ -1,5 +1,4 @@
 """The whole loop through Hydra's compose API: checkpoints, TensorBoard, exact resume, errors."""
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from azshogi import checkpoint as ckpt
 from azshogi.config import ConfigError, to_config
-from azshogi.loop import Loop, train
+from azshogi.loop import train
 
 from conftest import compose_config
 

@@ -1,0 +1,36 @@
+"""The shared shape of azshogi's Hydra commands: parse overrides, validate, run, and turn the
+errors a user can cause (bad settings, bad files, a diverging run) into one line and exit 2."""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import hydra
+from omegaconf import DictConfig
+
+from .checkpoint import CheckpointError
+from .config import Config, ConfigError, register_configs, to_config
+from .dlshogi_data import DataFormatError
+from .trainer import TrainingDiverged
+
+USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged)
+
+register_configs()
+
+
+def fail(program: str, message: str) -> None:
+    print(f"{program}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def hydra_command(program: str, body: Callable[[Config], object]) -> Callable[[], None]:
+    """A console-script main() running `body(config)` on azshogi's Hydra config."""
+
+    @hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
+    def _main(dict_cfg: DictConfig) -> None:
+        try:
+            body(to_config(dict_cfg))
+        except USER_ERRORS as e:
+            fail(program, str(e))
+
+    return _main
