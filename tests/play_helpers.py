@@ -2,6 +2,7 @@
 USI session driven through a pipe. Imported by name (pytest puts tests/ on sys.path)."""
 from __future__ import annotations
 
+import contextlib
 import queue
 import subprocess
 import sys
@@ -11,15 +12,19 @@ from pathlib import Path
 
 import torch
 
-from azshogi.config import Config, ModelConfig, SearchConfig, to_plain
+from azshogi.config import Config, Dtype, ModelConfig, SearchConfig, SelfPlayConfig, to_plain
 from azshogi.network import build
 
 TINY_SHAPE = (1, 16, 32)
 
 
 def tiny_config(**overrides) -> Config:
-    return Config(model=ModelConfig(*TINY_SHAPE),
-                  search=SearchConfig(num_simulations=4, max_num_considered_actions=4), **overrides)
+    """A tiny network with a 4-simulation search, fp32 inference (bf16 is slow on small CPU batches)."""
+    settings = dict(model=ModelConfig(*TINY_SHAPE),
+                    search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
+                    selfplay=SelfPlayConfig(inference_dtype=Dtype.fp32))
+    settings.update(overrides)
+    return Config(**settings)
 
 
 def make_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
@@ -85,3 +90,15 @@ class UsiSession:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """PyTorch's intra-op threads set to `n` for a while. One thread is faster for these tiny
+    batches and does not stall when other processes share the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -15,9 +15,15 @@ from azshogi.arena import Openings, play_match
 from azshogi.players import Choice, GreedyPlayer, Player, RandomPlayer, UsiPlayer, make_player, material_gain
 from azshogi.rules import Rules, Termination
 
-from play_helpers import make_tiny_checkpoint
+from play_helpers import torch_threads, make_tiny_checkpoint
 
 FAIRY = "/usr/games/fairy-stockfish"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +148,8 @@ def test_external_usi_engine_player():
 def test_cshogi_match_runner_plays_our_engine(tmp_path, checkpoint):
     launcher = tmp_path / "azshogi-engine"
     subprocess.run([sys.executable, "-m", "azshogi.usi", str(checkpoint), "--make-launcher", str(launcher),
-                    "--option", "Dtype=fp32", "--option", "TimeMargin=50"], check=True, capture_output=True)
+                    "--option", "Dtype=fp32", "--option", "TimeMargin=50", "--option", "Threads=1"],
+                   check=True, capture_output=True)
     records = tmp_path / "games.csa"
     out = subprocess.run([sys.executable, "-m", "cshogi.cli", str(launcher), FAIRY, "--options2",
                           "UCI_Variant:shogi,Threads:1", "--games", "2", "--byoyomi", "100", "--draw", "16",

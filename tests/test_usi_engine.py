@@ -18,7 +18,8 @@ def checkpoint(tmp_path_factory):
 @pytest.fixture(scope="module")
 def engine(checkpoint):
     """One engine process for the session tests (starting PyTorch takes seconds)."""
-    session = UsiSession(str(checkpoint), "--option", "Dtype=fp32", "--option", "TimeMargin=200")
+    session = UsiSession(str(checkpoint), "--option", "Dtype=fp32", "--option", "TimeMargin=200",
+                         "--option", "Threads=1")
     session.send("usi")
     lines = session.until("usiok", 20)
     assert lines[0].startswith("id name azshogi")
@@ -128,7 +129,7 @@ def test_mate_impasse_and_resign(engine):
 
 
 def test_gameover_and_quit_end_the_process(checkpoint):
-    session = UsiSession("--option", f"Checkpoint={checkpoint}", "--option", "Dtype=fp32")
+    session = UsiSession("--option", f"Checkpoint={checkpoint}", "--option", "Dtype=fp32", "--option", "Threads=1")
     try:
         session.send("usi", "isready")
         session.until("readyok", 60)

@@ -11,6 +11,14 @@ from azshogi.rules import Rules
 from azshogi.timeman import GoLimits, parse_go, plan
 from azshogi.usi_search import GameSearch, reroot, win_rate_to_cp
 
+from play_helpers import torch_threads
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with torch_threads(1):
+        yield
+
 
 @pytest.fixture
 def search():
