@@ -70,10 +70,10 @@ class SearchConfig:
     c_init: float = 1.25
     dirichlet_alpha: float = 0.15
     dirichlet_weight: float = 0.25
-    temperature_plies: int = 30  # sample moves by visit counts for the first plies
     leaves_per_step: int = 1  # leaves collected per tree per forward pass (virtual loss)
     virtual_loss: float = 1.0
     # both
+    sampling_plies: int = 0  # self-play samples its moves (Gumbel: improved policy; PUCT: visits) for the first plies
     leaf_mate_search: bool = True  # a leaf whose side to move mates in one is a win
 
 
@@ -87,7 +87,6 @@ class RulesConfig:
 @dataclass
 class SelfPlayConfig:
     num_actors: int = 128  # games in flight, searched together with batched forward passes
-    sampling_plies: int = 0  # Gumbel: sample from the improved policy for the first plies
     inference_dtype: Dtype = Dtype.auto
 
 
@@ -145,6 +144,15 @@ class EvalConfig:
 
 
 @dataclass
+class BenchConfig:
+    """azshogi-bench: how long to measure."""
+
+    seconds: float = 10.0  # length of each measured window (network alone, then self-play)
+    warmup_seconds: float = 5.0  # self-play before the first window
+    repeats: int = 3  # windows of each kind, alternated; medians are reported
+
+
+@dataclass
 class Config:
     run: str = "default"  # run name: checkpoints/<run>/ and logs/<run>/; an existing run resumes
     seed: int = 0
@@ -160,6 +168,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
 
 
 def register_configs() -> None:
@@ -194,7 +203,7 @@ def validate(cfg: Config) -> Config:
     _check(s.c_init > 0, "search.c_init", "must be > 0", s.c_init)
     _check(s.dirichlet_alpha > 0, "search.dirichlet_alpha", "must be > 0", s.dirichlet_alpha)
     _check(0 <= s.dirichlet_weight <= 1, "search.dirichlet_weight", "must be in [0, 1]", s.dirichlet_weight)
-    _check(s.temperature_plies >= 0, "search.temperature_plies", "must be >= 0", s.temperature_plies)
+    _check(s.sampling_plies >= 0, "search.sampling_plies", "must be >= 0", s.sampling_plies)
     _check(s.leaves_per_step >= 1, "search.leaves_per_step", "must be >= 1", s.leaves_per_step)
     _check(s.virtual_loss >= 0, "search.virtual_loss", "must be >= 0", s.virtual_loss)
     _check(r.max_plies >= 1, "rules.max_plies", "must be >= 1", r.max_plies)
@@ -203,7 +212,6 @@ def validate(cfg: Config) -> Config:
            "rules.mate_adjudication_plies", "must be 0 (off) or an odd number of plies",
            r.mate_adjudication_plies)
     _check(sp.num_actors >= 1, "selfplay.num_actors", "must be >= 1", sp.num_actors)
-    _check(sp.sampling_plies >= 0, "selfplay.sampling_plies", "must be >= 0", sp.sampling_plies)
     _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
@@ -226,6 +234,10 @@ def validate(cfg: Config) -> Config:
     _check(lp.keep_checkpoints >= 1, "loop.keep_checkpoints", "must be >= 1", lp.keep_checkpoints)
     _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)
     _validate_eval(cfg.eval)
+    b = cfg.bench
+    _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
+    _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
+    _check(b.repeats >= 1, "bench.repeats", "must be >= 1", b.repeats)
     return cfg
 
 

@@ -56,8 +56,30 @@ def rules_of(cfg: Config) -> Rules:
     return Rules(cfg.rules.max_plies, cfg.rules.impasse_rule, cfg.rules.mate_adjudication_plies)
 
 
-def model_of(cfg: Config):
-    return build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden)
+@dataclass
+class Components:
+    """The objects of a run, wired together: one model, seen by the evaluator and the trainer."""
+
+    device: torch.device
+    model: torch.nn.Module
+    evaluator: LocalEvaluator
+    search: object
+    selfplay: SelfPlay
+    train_rng: np.random.Generator
+
+
+def build_components(cfg: Config) -> Components:
+    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play."""
+    device = resolve_device(cfg.device)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
+    model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
+    evaluator = LocalEvaluator(model, device, resolve_dtype(cfg.selfplay.inference_dtype.value, device))
+    rules = rules_of(cfg)
+    search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors)
+    selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
+    return Components(device, model, evaluator, search, selfplay, np.random.default_rng(train_seed))
 
 
 class Loop:
@@ -65,18 +87,9 @@ class Loop:
         self.cfg = cfg
         self.checkpoint_dir = Path(cfg.checkpoint_root) / cfg.run
         self.log_dir = Path(cfg.log_root) / cfg.run
-        self.device = resolve_device(cfg.device)
-        random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-        selfplay_seed, train_seed = np.random.SeedSequence(cfg.seed).spawn(2)
-        self.train_rng = np.random.default_rng(train_seed)
-        self.model = model_of(cfg).to(self.device)
-        self.evaluator = LocalEvaluator(self.model, self.device, resolve_dtype(cfg.selfplay.inference_dtype.value,
-                                                                              self.device))
-        self.search = make_search(cfg.search, self.evaluator, rules_of(cfg), cfg.selfplay.num_actors)
-        self.selfplay = SelfPlay(self.search, rules_of(cfg), cfg.selfplay.num_actors,
-                                 np.random.default_rng(selfplay_seed), cfg.selfplay.sampling_plies,
-                                 cfg.replay.min_policy_prob)
+        parts = build_components(cfg)
+        self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
+        self.search, self.selfplay, self.train_rng = parts.search, parts.selfplay, parts.train_rng
         self.replay = ReplayBuffer(cfg.replay.capacity)
         self.trainer = Trainer(self.model, cfg.train, self.device)
         self.counters = Counters()
@@ -96,7 +109,6 @@ class Loop:
             "counters": asdict(self.counters),
             "rng": {
                 "python": random.getstate(),
-                "numpy_selfplay": self.selfplay.rng.bit_generator.state,
                 "numpy_train": self.train_rng.bit_generator.state,
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
@@ -119,7 +131,6 @@ class Loop:
         self.counters = Counters(**state["counters"])
         rng = state["rng"]
         random.setstate(rng["python"])
-        self.selfplay.rng.bit_generator.state = rng["numpy_selfplay"]
         self.train_rng.bit_generator.state = rng["numpy_train"]
         torch.set_rng_state(rng["torch"])
         if rng["cuda"] and torch.cuda.is_available():

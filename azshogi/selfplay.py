@@ -18,9 +18,16 @@ from .replay import GameRecord
 from .rules import Outcome, Rules, Termination, outcome, winner
 
 
+def game_rng(seed: int, game_id: int) -> np.random.Generator:
+    """Each game's own random stream (its search noise and move sampling), so that what an
+    actor plays does not depend on which other games share its batch."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game_id,)))
+
+
 @dataclass
 class Actor:
     game_id: int
+    rng: np.random.Generator
     board: cshogi.Board = field(default_factory=cshogi.Board)
     moves: list = field(default_factory=list)  # USI strings, for records and resuming
     hcps: list = field(default_factory=list)
@@ -54,15 +61,14 @@ def sparse_policy(labels: np.ndarray, probs: np.ndarray, min_prob: float) -> tup
 
 
 class SelfPlay:
-    def __init__(self, search, rules: Rules, num_actors: int, rng: np.random.Generator,
-                 sampling_plies: int = 0, min_policy_prob: float = 1e-4):
-        self.search, self.rules, self.rng = search, rules, rng
-        self.sampling_plies, self.min_policy_prob = sampling_plies, min_policy_prob
+    def __init__(self, search, rules: Rules, num_actors: int, seed: int = 0, min_policy_prob: float = 1e-4):
+        self.search, self.rules, self.seed = search, rules, seed
+        self.min_policy_prob = min_policy_prob
         self.next_game_id = 0
         self.actors = [self._new_actor() for _ in range(num_actors)]
 
     def _new_actor(self) -> Actor:
-        actor = Actor(self.next_game_id)
+        actor = Actor(self.next_game_id, game_rng(self.seed, self.next_game_id))
         self.next_game_id += 1
         return actor
 
@@ -71,8 +77,7 @@ class SelfPlay:
         actors = self.actors
         boards = [a.board for a in actors]
         plies = np.array([a.ply for a in actors], np.int64)
-        sample = plies < self.sampling_plies if self.sampling_plies else None
-        result = self.search.run(boards, plies, self.rng, sample=sample)
+        result = self.search.run(boards, plies, [a.rng for a in actors])
         finished = []
         for i, actor in enumerate(actors):
             n = int(result.num_edges[i])
@@ -109,6 +114,7 @@ class SelfPlay:
         for a in self.actors:
             games.append({
                 "game_id": a.game_id,
+                "rng": a.rng.bit_generator.state,
                 "moves": list(a.moves),
                 "hcps": torch.from_numpy(np.stack(a.hcps) if a.hcps else np.zeros((0, 32), np.uint8)),
                 "labels": [torch.from_numpy(x) for x in a.labels],
@@ -123,7 +129,8 @@ class SelfPlay:
         self.next_game_id = int(state["next_game_id"])
         actors = []
         for g in state["games"][:len(self.actors)]:
-            actor = Actor(int(g["game_id"]))
+            actor = Actor(int(g["game_id"]), game_rng(self.seed, int(g["game_id"])))
+            actor.rng.bit_generator.state = g["rng"]
             for usi in g["moves"]:
                 move = actor.board.move_from_usi(usi)
                 if not move or not actor.board.is_legal(move):

@@ -96,6 +96,8 @@ class Trainer:
         w = cfg.value_target_root_weight
         value = (1.0 - w) * batch.result + w * batch.root_value
         value_target = torch.from_numpy(((value + 1.0) * 0.5).astype(np.float32)).to(device, non_blocking=True)
+        # Batch-norm statistics change in the forward pass: keep them to undo a skipped step.
+        saved_buffers = [b.detach().clone() for b in model.buffers()]
         with torch.autocast(device.type, dtype=self.autocast_dtype or torch.float32,
                             enabled=self.autocast_dtype is not None):
             policy_logits, value_logit = model(x1, x2)
@@ -114,6 +116,9 @@ class Trainer:
         skipped = not math.isfinite(grad_norm)
         if skipped:
             self.optimizer.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for buffer, saved in zip(model.buffers(), saved_buffers):
+                    buffer.copy_(saved)
             if self.use_amp:
                 self.scaler.update()  # lowers the loss scale after an overflow
             self.skipped += 1

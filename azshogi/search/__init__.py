@@ -1,12 +1,14 @@
-"""Tree search: Gumbel AlphaZero (default) over batched array trees."""
+"""Tree search over batched array trees: Gumbel AlphaZero (default) and PUCT."""
 from __future__ import annotations
 
 from ..config import SearchConfig, SearchKind
 from ..evaluator import Evaluator
 from ..rules import Rules
-from .gumbel import GumbelSearch, SearchResult, considered_visit_sequence
+from .gumbel import GumbelSearch, considered_visit_sequence
+from .puct import PuctSearch
+from .result import SearchResult
 
-__all__ = ["GumbelSearch", "SearchResult", "considered_visit_sequence", "make_search"]
+__all__ = ["GumbelSearch", "PuctSearch", "SearchResult", "considered_visit_sequence", "make_search"]
 
 
 def make_search(config: SearchConfig, evaluator: Evaluator, rules: Rules, num_actors: int):
@@ -15,5 +17,10 @@ def make_search(config: SearchConfig, evaluator: Evaluator, rules: Rules, num_ac
         return GumbelSearch(evaluator, rules, num_actors, num_simulations=config.num_simulations,
                             max_num_considered_actions=config.max_num_considered_actions,
                             c_visit=config.c_visit, c_scale=config.c_scale,
-                            rescale_values=config.rescale_values, leaf_mate_search=config.leaf_mate_search)
-    raise ValueError(f"search.kind={config.kind.value!r} is not implemented")
+                            rescale_values=config.rescale_values, leaf_mate_search=config.leaf_mate_search,
+                            sampling_plies=config.sampling_plies)
+    return PuctSearch(evaluator, rules, num_actors, num_simulations=config.num_simulations,
+                      c_base=config.c_base, c_init=config.c_init, dirichlet_alpha=config.dirichlet_alpha,
+                      dirichlet_weight=config.dirichlet_weight, sampling_plies=config.sampling_plies,
+                      leaves_per_step=config.leaves_per_step, virtual_loss=config.virtual_loss,
+                      leaf_mate_search=config.leaf_mate_search)

@@ -9,7 +9,6 @@ All actors search together: one forward pass per simulation carries one leaf of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional, Sequence
 
@@ -18,27 +17,9 @@ import numpy as np
 
 from ..evaluator import Evaluator
 from ..rules import Rules
+from .result import SearchResult, make_result
 from .simulator import Simulator
 from .tree import Tree, masked_softmax
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Per actor a (A actors, root width K): the move to play and the root's statistics.
-
-    moves: (A,) cshogi moves chosen. edge_moves, labels: (A, K) the root's legal moves and
-    their policy labels, valid in columns < num_edges (A,). policy: (A, K) the policy target
-    (0 on padding). visits: (A, K) root visit counts. root_value: (A,) the search's value of the
-    root for its side to move, in [-1, 1].
-    """
-
-    moves: np.ndarray
-    edge_moves: np.ndarray
-    labels: np.ndarray
-    num_edges: np.ndarray
-    policy: np.ndarray
-    visits: np.ndarray
-    root_value: np.ndarray
 
 
 @lru_cache(maxsize=None)
@@ -94,8 +75,9 @@ def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float,
 class GumbelSearch:
     def __init__(self, evaluator: Evaluator, rules: Rules, num_actors: int, num_simulations: int = 32,
                  max_num_considered_actions: int = 16, c_visit: float = 50.0, c_scale: float = 0.1,
-                 rescale_values: bool = True, leaf_mate_search: bool = True):
+                 rescale_values: bool = True, leaf_mate_search: bool = True, sampling_plies: int = 0):
         self.num_simulations = num_simulations
+        self.sampling_plies = sampling_plies
         self.max_num_considered_actions = max_num_considered_actions
         self.c_visit, self.c_scale, self.rescale_values = c_visit, c_scale, rescale_values
         self.simulator = Simulator(evaluator, rules, num_actors, num_simulations + 1, leaf_mate_search)
@@ -114,13 +96,17 @@ class GumbelSearch:
         cq = completed_q(logits, visits, tree.edge_value_sum[actors, nodes], tree.node_value[actors, nodes])
         return logits, sigma(cq, visits, valid, self.c_visit, self.c_scale, self.rescale_values), visits, valid
 
-    def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rng: np.random.Generator,
+    def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
             sample: Optional[np.ndarray] = None) -> SearchResult:
         """Searches every board (none may be a finished position) and returns the moves to play.
 
-        plies: (A,) plies played so far in each game. sample: (A,) bool, actors that sample their
-        move from the improved policy instead of taking the Gumbel choice.
+        plies: (A,) plies played so far in each game. rngs: one generator per actor (its Gumbel
+        noise and move sampling), so an actor's search does not depend on the others in the
+        batch. sample: (A,) bool, actors that sample their move from the improved policy instead
+        of taking the Gumbel choice (default: those with plies < sampling_plies).
         """
+        if sample is None:
+            sample = np.asarray(plies) < self.sampling_plies
         num = len(boards)
         sim = self.simulator
         sim.expand_roots(boards)
@@ -129,9 +115,10 @@ class GumbelSearch:
         roots = np.zeros(num, np.int64)
         width = tree.width
         root_logits = tree.edge_logit[actors, roots]
-        valid = np.isfinite(root_logits)
-        gumbel = np.where(valid, rng.gumbel(size=(num, width)), 0.0).astype(np.float32)
         num_legal = tree.num_edges[actors, roots]
+        gumbel = np.zeros((num, width), np.float32)
+        for a in range(num):
+            gumbel[a, :num_legal[a]] = rngs[a].gumbel(size=int(num_legal[a]))
         num_considered = np.minimum(num_legal, self.max_num_considered_actions)
         # Gumbel-top-k: the m actions with the largest g + logits, ranked per row.
         order = np.argsort(-(gumbel + root_logits), axis=1, kind="stable")
@@ -167,19 +154,8 @@ class GumbelSearch:
         most = np.where(considered, visits, -1.0).max(axis=1, keepdims=True)
         final = np.where(considered & (visits == most), base + sig, -np.inf)
         chosen = final.argmax(axis=1)
-        if sample is not None and sample.any():
+        if sample.any():
             for a in np.flatnonzero(sample):
-                chosen[a] = rng.choice(width, p=policy[a] / policy[a].sum())
-        # The root's search value: the network value averaged with every simulation's value.
-        root_value = ((tree.node_value[actors, roots] + tree.edge_value_sum[actors, roots].sum(axis=1))
-                      / (1.0 + visits.sum(axis=1)))
-        edge_moves = tree.edge_move[actors, roots, :width].copy()
-        return SearchResult(
-            moves=edge_moves[actors, chosen].astype(np.int64),
-            edge_moves=edge_moves,
-            labels=tree.edge_label[actors, roots, :width].copy(),
-            num_edges=num_legal.copy(),
-            policy=policy.astype(np.float32),
-            visits=visits.copy(),
-            root_value=root_value.astype(np.float32),
-        )
+                n = int(num_legal[a])
+                chosen[a] = rngs[a].choice(n, p=policy[a, :n] / policy[a, :n].sum())
+        return make_result(tree, roots, width, chosen, policy)

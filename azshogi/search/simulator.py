@@ -3,11 +3,16 @@
 The simulator knows boards, rules and the evaluator, and nothing about how edges are chosen:
 a search family passes a `select(actors, nodes, depth) -> edges` function. Each actor's single
 cshogi Board walks down its tree with push and back with pop (no Board.copy()).
+
+With `leaves > 1` every tree contributes several leaves to one forward pass: after each descent
+the path carries a virtual loss (visits +vl, value -vl for the chooser) so that the next descent
+goes elsewhere; after the backup the virtual loss is removed again. A descent that ends on a leaf
+already waiting for its evaluation (a collision) is dropped.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import cshogi
 import numpy as np
@@ -23,127 +28,188 @@ TREE_REPETITION_PLIES = 16
 
 SelectFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
+# What a descent ended on.
+_NEW, _KNOWN, _COLLISION = 0, 1, 2
+
 
 class Simulator:
     def __init__(self, evaluator: Evaluator, rules: Rules, num_actors: int, max_nodes: int,
-                 leaf_mate_search: bool = True):
+                 leaf_mate_search: bool = True, leaves_per_step: int = 1):
         self.evaluator, self.rules = evaluator, rules
         self.leaf_mate_plies = 1 if leaf_mate_search else 0
         self.tree = Tree(num_actors, max_nodes)
-        self.features1, self.features2 = evaluator.allocate(num_actors)
-        self._path_nodes = np.zeros((num_actors, max_nodes + 1), np.int64)
-        self._path_edges = np.zeros((num_actors, max_nodes + 1), np.int64)
+        self.features1, self.features2 = evaluator.allocate(num_actors * leaves_per_step)
         self.seconds = 0.0  # wall time inside this simulator, inference included
+        self.leaf_seconds = 0.0  # of which: rules, legal moves and features at the leaves
+        self.collisions = 0
 
-    def expand_roots(self, boards: Sequence[cshogi.Board]) -> None:
-        """Clears the trees and evaluates every actor's root in one forward pass."""
+    def _ensure_rows(self, rows: int) -> None:
+        if rows > len(self.features1):
+            self.features1, self.features2 = self.evaluator.allocate(rows)
+
+    def expand_roots(self, boards: Sequence[cshogi.Board], actors: Optional[np.ndarray] = None) -> None:
+        """Empties the trees of `actors` (default: all) and evaluates their roots in one pass."""
         start = time.perf_counter()
-        self.tree.clear()
-        actors = np.arange(len(boards))
-        nodes = np.array([self.tree.add_node(a) for a in actors], np.int64)
+        actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
+        tree = self.tree
+        tree.num_nodes[actors] = 0
+        nodes = np.array([tree.add_node(a) for a in actors.tolist()], np.int64)
+        self._ensure_rows(len(actors))
         moves, labels = [], []
-        for a, board in enumerate(boards):
-            m, lab = features.legal_moves_and_labels(board)
+        for row, a in enumerate(actors.tolist()):
+            m, lab = features.legal_moves_and_labels(boards[a])
             if not m:
-                raise ValueError(f"actor {a}: the root position has no legal move: {board.sfen()}")
-            features.write(board, self.features1, self.features2, a)
+                raise ValueError(f"actor {a}: the root position has no legal move: {boards[a].sfen()}")
+            features.write(boards[a], self.features1, self.features2, row)
             moves.append(m)
             labels.append(lab)
-        logits, probability = self.evaluator.evaluate(self.features1[:len(boards)], self.features2[:len(boards)])
-        self.tree.expand(actors, nodes, moves, labels, logits, 2.0 * probability - 1.0)
+        self.leaf_seconds += time.perf_counter() - start
+        k = len(actors)
+        logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
+        tree.expand(actors, nodes, moves, labels, logits, 2.0 * probability - 1.0)
         self.seconds += time.perf_counter() - start
 
-    def simulate(self, boards: Sequence[cshogi.Board], plies: np.ndarray, select: SelectFn) -> None:
-        """One simulation for every actor: one new leaf (or a terminal revisit) per tree.
+    def simulate(self, boards: Sequence[cshogi.Board], plies: np.ndarray, select: SelectFn,
+                 leaves: int = 1, virtual_loss: float = 1.0, roots: Optional[np.ndarray] = None,
+                 actors: Optional[np.ndarray] = None) -> None:
+        """`leaves` simulations for each of `actors` (default all), with one forward pass.
 
-        plies: (A,) plies played before each root, for the ply limit inside the tree.
+        plies: (A,) plies played before each root (for the ply limit inside the tree).
+        roots: (A,) the node each tree's search starts from (default 0).
         """
         start = time.perf_counter()
-        tree, num = self.tree, len(boards)
-        if self._path_nodes.shape[1] < tree.max_nodes + 1:
-            self._path_nodes = np.zeros((self._path_nodes.shape[0], tree.max_nodes + 1), np.int64)
-            self._path_edges = np.zeros_like(self._path_nodes)
-        path_nodes, path_edges = self._path_nodes, self._path_edges
-        path_len = np.zeros(num, np.int64)
-        leaf_value = np.zeros(num, np.float32)
-        new_actors: list[int] = []
-        new_nodes: list[int] = []
+        tree = self.tree
+        actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
+        roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
+        self._ensure_rows(len(actors) * leaves)
+        paths = []  # per descent: actors, nodes (n, D), edges (n, D), length, kind, value, row
+        pending_actors, pending_nodes, pending_rows, moves, labels = [], [], [], [], []
+        use_virtual_loss = leaves > 1 and virtual_loss > 0
+        for _ in range(leaves):
+            path = self._descend(boards, plies, select, actors, roots[actors], pending_actors, pending_nodes,
+                                 pending_rows, moves, labels)
+            paths.append(path)
+            if use_virtual_loss:
+                self._add(path, visits=virtual_loss, value=-virtual_loss, alternate=False)
+        values = np.zeros(len(pending_rows), np.float32)
+        if pending_rows:
+            k = len(pending_rows)
+            logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
+            values = (2.0 * probability - 1.0).astype(np.float32)
+            tree.expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64), moves, labels,
+                        logits, values)
+        for path in paths:
+            if use_virtual_loss:
+                self._add(path, visits=-virtual_loss, value=virtual_loss, alternate=False)
+            value = path["value"]
+            new = path["kind"] == _NEW
+            value[new] = values[path["row"][new]]
+            self._add(path, visits=1.0, value=value, alternate=True)
+        self.seconds += time.perf_counter() - start
 
-        node = np.zeros(num, np.int64)
-        active = np.arange(num)
+    def _descend(self, boards, plies, select, actors, starts, pending_actors, pending_nodes, pending_rows,
+                 moves, labels) -> dict:
+        """Walks every actor from its start node to a leaf, prepares the leaf, walks back."""
+        tree, num = self.tree, len(actors)
+        depth_cap = 8
+        path_nodes = np.zeros((num, depth_cap), np.int64)
+        path_edges = np.zeros((num, depth_cap), np.int64)
+        length = np.zeros(num, np.int64)
+        kind = np.full(num, _KNOWN, np.int64)
+        value = np.zeros(num, np.float32)
+        row = np.full(num, -1, np.int64)
+        node = starts.copy()
+        active = np.arange(num)  # indices into `actors`
         depth = 0
         while active.size:
+            if depth == depth_cap:
+                depth_cap *= 2
+                path_nodes = np.pad(path_nodes, ((0, 0), (0, depth_cap - path_nodes.shape[1])))
+                path_edges = np.pad(path_edges, ((0, 0), (0, depth_cap - path_edges.shape[1])))
+            who = actors[active]
             current = node[active]
-            edges = select(active, current, depth)
+            edges = select(who, current, depth)
             path_nodes[active, depth] = current
             path_edges[active, depth] = edges
-            for a, m in zip(active.tolist(), tree.edge_move[active, current, edges].tolist()):
+            for a, m in zip(who.tolist(), tree.edge_move[who, current, edges].tolist()):
                 boards[a].push(m)
-            child = tree.edge_child[active, current, edges]
+            child = tree.edge_child[who, current, edges]
             depth += 1
-            path_len[active] = depth
+            length[active] = depth
             is_new = child < 0
-            for a, parent, e in zip(active[is_new].tolist(), current[is_new].tolist(), edges[is_new].tolist()):
+            for i, parent, e in zip(active[is_new].tolist(), current[is_new].tolist(), edges[is_new].tolist()):
+                a = int(actors[i])
                 index = tree.add_node(a)
                 tree.edge_child[a, parent, e] = index
-                new_actors.append(a)
-                new_nodes.append(index)
+                kind[i] = _NEW
+                node[i] = index
             known = np.flatnonzero(~is_new)
-            terminal = tree.node_terminal[active[known], child[known]]
-            done = known[terminal]
-            leaf_value[active[done]] = tree.node_value[active[done], child[done]]
-            going_on = known[~terminal]
+            k_who, k_child = who[known], child[known]
+            terminal = tree.node_terminal[k_who, k_child]
+            waiting = ~terminal & (tree.num_edges[k_who, k_child] == 0)
+            stop = terminal | waiting
+            value[active[known[terminal]]] = tree.node_value[k_who[terminal], k_child[terminal]]
+            kind[active[known[waiting]]] = _COLLISION
+            going_on = known[~stop]
             node[active[going_on]] = child[going_on]
             active = active[going_on]
 
-        if new_actors:
-            actors = np.array(new_actors, np.int64)
-            leaf_value[actors] = self._evaluate_leaves(boards, plies, actors, np.array(new_nodes, np.int64),
-                                                       path_len[actors])
-        self._backup(path_nodes, path_edges, path_len, leaf_value)
-        for a in range(num):
+        self._prepare_leaves(boards, plies, actors, node, length, kind, value, row, pending_actors,
+                             pending_nodes, pending_rows, moves, labels)
+        for a, n in zip(actors.tolist(), length.tolist()):
             board = boards[a]
-            for _ in range(int(path_len[a])):
+            for _ in range(n):
                 board.pop()
-        self.seconds += time.perf_counter() - start
+        self.collisions += int((kind == _COLLISION).sum())
+        return {"actors": actors, "nodes": path_nodes, "edges": path_edges, "length": length, "kind": kind,
+                "value": value, "row": row}
 
-    def _evaluate_leaves(self, boards, plies, actors, nodes, depths) -> np.ndarray:
-        """Terminal leaves get their game value; the rest one batched network evaluation.
-        Returns (R,) values from each leaf's side to move."""
+    def _prepare_leaves(self, boards, plies, actors, node, length, kind, value, row, pending_actors,
+                        pending_nodes, pending_rows, moves, labels) -> None:
+        """At each new leaf (boards still pushed down): a game end gives the value at once;
+        otherwise its features go into the next free batch row."""
+        start = time.perf_counter()
         tree, rules = self.tree, self.rules
-        values = np.zeros(len(actors), np.float32)
-        rows: list[int] = []
-        moves, labels = [], []
-        for i, (a, node, depth) in enumerate(zip(actors.tolist(), nodes.tolist(), depths.tolist())):
+        for i in np.flatnonzero(kind == _NEW).tolist():
+            a, n = int(actors[i]), int(node[i])
             board = boards[a]
-            end = outcome(board, int(plies[a]) + depth, rules, repetition_plies=TREE_REPETITION_PLIES,
+            end = outcome(board, int(plies[a]) + int(length[i]), rules, repetition_plies=TREE_REPETITION_PLIES,
                           mate_plies=self.leaf_mate_plies)
             if end is not None:
-                tree.set_terminal(a, node, end.value)
-                values[i] = end.value
+                tree.set_terminal(a, n, end.value)
+                kind[i] = _KNOWN
+                value[i] = end.value
                 continue
             m, lab = features.legal_moves_and_labels(board)
-            features.write(board, self.features1, self.features2, len(rows))
-            rows.append(i)
+            r = len(pending_rows)
+            features.write(board, self.features1, self.features2, r)
+            row[i] = r
+            pending_actors.append(a)
+            pending_nodes.append(n)
+            pending_rows.append(r)
             moves.append(m)
             labels.append(lab)
-        if rows:
-            k = len(rows)
-            logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
-            value = 2.0 * probability - 1.0
-            rows_arr = np.array(rows, np.int64)
-            tree.expand(actors[rows_arr], nodes[rows_arr], moves, labels, logits, value)
-            values[rows_arr] = value
-        return values
+        self.leaf_seconds += time.perf_counter() - start
 
-    def _backup(self, path_nodes, path_edges, path_len, leaf_value) -> None:
-        """Adds one visit and the leaf value (sign-flipped per ply) to every edge on each path."""
-        depth = np.arange(path_nodes.shape[1])
-        a_idx, d_idx = np.nonzero(depth[None, :] < path_len[:, None])
-        n_idx = path_nodes[a_idx, d_idx]
-        e_idx = path_edges[a_idx, d_idx]
+    def _add(self, path: dict, visits, value, alternate: bool) -> None:
+        """Adds `visits` and `value` to every edge on the paths (collisions skipped).
+
+        alternate=True: `value` (per descent) is from the leaf's side to move and its sign flips
+        at each ply (a backup). alternate=False: `value` is added as is for every edge's chooser
+        (a virtual loss)."""
+        counted = path["kind"] != _COLLISION
+        length = np.where(counted, path["length"], 0)
+        depth = np.arange(path["nodes"].shape[1])
+        i_idx, d_idx = np.nonzero(depth[None, :] < length[:, None])
+        if not i_idx.size:
+            return
+        a_idx = path["actors"][i_idx]
+        index = (a_idx, path["nodes"][i_idx, d_idx], path["edges"][i_idx, d_idx])
         # The edge entering the leaf belongs to the leaf's opponent: sign -1, then alternating.
-        sign = np.where((path_len[a_idx] - d_idx) % 2 == 1, -1.0, 1.0).astype(np.float32)
-        index = (a_idx, n_idx, e_idx)
-        np.add.at(self.tree.edge_visits, index, 1.0)
-        np.add.at(self.tree.edge_value_sum, index, sign * leaf_value[a_idx])
+        if alternate:
+            sign = np.where((length[i_idx] - d_idx) % 2 == 1, -1.0, 1.0).astype(np.float32)
+        else:
+            sign = np.ones(len(i_idx), np.float32)
+        value = np.broadcast_to(np.asarray(value, np.float32), counted.shape)
+        np.add.at(self.tree.edge_visits, index, np.float32(visits))
+        np.add.at(self.tree.edge_value_sum, index, sign * value[i_idx])

@@ -55,6 +55,9 @@ class Tree:
         if index >= self.max_nodes:
             self.reserve(2 * self.max_nodes, self.width)
         self.num_nodes[actor] = index + 1
+        # A fresh node is neither terminal nor expanded (0 edges = waiting for its evaluation).
+        self.node_terminal[actor, index] = False
+        self.num_edges[actor, index] = 0
         return index
 
     def set_terminal(self, actor: int, node: int, value: float) -> None:

@@ -1,0 +1,102 @@
+"""PUCT search as in AlphaZero (Silver et al. 2018), on the shared array trees.
+
+Selection maximises Q(s, a) + U(s, a), U = c(s) P(s, a) sqrt(N(s)) / (1 + N(s, a)) with
+c(s) = log((1 + N(s) + c_base) / c_base) + c_init; unvisited actions have Q = 0. The root's
+prior gets Dirichlet noise once per search. With `leaves_per_step` > 1 every tree sends several
+leaves to each forward pass, kept apart by virtual loss. The policy target is the root's visit
+distribution; the move is the most visited, or sampled by visit count in the opening plies.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import cshogi
+import numpy as np
+
+from ..evaluator import Evaluator
+from ..rules import Rules
+from .result import SearchResult, make_result
+from .simulator import Simulator
+from .tree import Tree, masked_softmax
+
+
+def puct_scores(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, valid: np.ndarray,
+                c_base: float, c_init: float) -> np.ndarray:
+    """(R, K) Q + U for each edge; -inf on padding."""
+    parent = visits.sum(axis=1, keepdims=True)
+    c = np.log((1.0 + parent + c_base) / c_base) + c_init
+    q = np.where(visits > 0, value_sum / np.maximum(visits, 1e-9), 0.0)
+    # sqrt(max(N, 1)): on a node's first visit the prior alone decides (N = 0 would tie all).
+    u = c * prior * np.sqrt(np.maximum(parent, 1.0)) / (1.0 + visits)
+    return np.where(valid, q + u, -np.inf)
+
+
+class PuctSearch:
+    def __init__(self, evaluator: Evaluator, rules: Rules, num_actors: int, num_simulations: int = 32,
+                 c_base: float = 19652.0, c_init: float = 1.25, dirichlet_alpha: float = 0.15,
+                 dirichlet_weight: float = 0.25, sampling_plies: int = 30, leaves_per_step: int = 1,
+                 virtual_loss: float = 1.0, leaf_mate_search: bool = True):
+        self.num_simulations = num_simulations
+        self.c_base, self.c_init = c_base, c_init
+        self.dirichlet_alpha, self.dirichlet_weight = dirichlet_alpha, dirichlet_weight
+        self.sampling_plies = sampling_plies
+        self.leaves_per_step, self.virtual_loss = leaves_per_step, virtual_loss
+        self.simulator = Simulator(evaluator, rules, num_actors, num_simulations + 1, leaf_mate_search,
+                                   leaves_per_step)
+
+    @property
+    def tree(self) -> Tree:
+        return self.simulator.tree
+
+    def root_prior(self, num: int, width: int, rngs, noise: bool) -> np.ndarray:
+        """(A, width) the roots' priors, with Dirichlet noise mixed in (once per search)."""
+        tree = self.tree
+        actors, roots = np.arange(num), np.zeros(num, np.int64)
+        prior = masked_softmax(tree.edge_logit[actors, roots, :width]).astype(np.float32)
+        if noise and self.dirichlet_weight > 0:
+            w = self.dirichlet_weight
+            for a in range(num):
+                n = int(tree.num_edges[a, 0])
+                prior[a, :n] = (1 - w) * prior[a, :n] + w * rngs[a].dirichlet(np.full(n, self.dirichlet_alpha))
+        return prior
+
+    def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
+            sample: Optional[np.ndarray] = None, noise: bool = True) -> SearchResult:
+        """Searches every board; rngs: one generator per actor (noise and sampling).
+        sample: (A,) bool, actors that pick their move in proportion to visit counts (default:
+        plies < sampling_plies). noise: Dirichlet noise at the roots (self-play)."""
+        if sample is None:
+            sample = np.asarray(plies) < self.sampling_plies
+        num = len(boards)
+        sim, tree = self.simulator, self.tree
+        sim.expand_roots(boards)
+        width = tree.width
+        prior_at_root = self.root_prior(num, width, rngs, noise)
+
+        def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
+            visits = tree.edge_visits[act, nodes]
+            value_sum = tree.edge_value_sum[act, nodes]
+            valid = tree.valid(act, nodes)
+            if depth == 0:
+                prior = np.zeros_like(visits)
+                prior[:, :width] = prior_at_root[act]
+            else:
+                prior = masked_softmax(tree.edge_logit[act, nodes])
+            return puct_scores(prior, visits, value_sum, valid, self.c_base, self.c_init).argmax(axis=1)
+
+        done = 0
+        while done < self.num_simulations:
+            leaves = min(self.leaves_per_step, self.num_simulations - done)
+            sim.simulate(boards, plies, select, leaves=leaves, virtual_loss=self.virtual_loss)
+            done += leaves
+
+        actors, roots = np.arange(num), np.zeros(num, np.int64)
+        visits = tree.edge_visits[actors, roots, :width]
+        total = visits.sum(axis=1, keepdims=True)
+        policy = np.where(total > 0, visits / np.maximum(total, 1e-9), prior_at_root)
+        # Most visited; ties go to the higher prior.
+        chosen = np.lexsort((prior_at_root, visits), axis=1)[:, -1] if num else np.zeros(0, np.int64)
+        for a in np.flatnonzero(sample):
+            n = int(tree.num_edges[a, 0])
+            chosen[a] = rngs[a].choice(n, p=policy[a, :n] / policy[a, :n].sum())
+        return make_result(tree, roots, width, chosen, policy)

@@ -1,0 +1,46 @@
+"""What a search returns, and the root statistics both search families report."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .tree import Tree
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Per actor a (A actors, root width K): the move to play and the root's statistics.
+
+    moves: (A,) cshogi moves chosen. edge_moves, labels: (A, K) the root's legal moves and
+    their policy labels, valid in columns < num_edges (A,). policy: (A, K) the policy target
+    (0 on padding). visits: (A, K) root visit counts. root_value: (A,) the search's value of the
+    root for its side to move, in [-1, 1].
+    """
+
+    moves: np.ndarray
+    edge_moves: np.ndarray
+    labels: np.ndarray
+    num_edges: np.ndarray
+    policy: np.ndarray
+    visits: np.ndarray
+    root_value: np.ndarray
+
+
+def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, policy: np.ndarray) -> SearchResult:
+    """Packs the roots' statistics; `chosen` (A,) are edge indices, `policy` (A, width)."""
+    actors = np.arange(len(roots))
+    visits = tree.edge_visits[actors, roots, :width].copy()
+    # The root's search value: the network value averaged with every simulation's value.
+    root_value = ((tree.node_value[actors, roots] + tree.edge_value_sum[actors, roots, :width].sum(axis=1))
+                  / (1.0 + visits.sum(axis=1)))
+    edge_moves = tree.edge_move[actors, roots, :width].copy()
+    return SearchResult(
+        moves=edge_moves[actors, chosen].astype(np.int64),
+        edge_moves=edge_moves,
+        labels=tree.edge_label[actors, roots, :width].copy(),
+        num_edges=tree.num_edges[actors, roots].copy(),
+        policy=policy.astype(np.float32),
+        visits=visits,
+        root_value=root_value.astype(np.float32),
+    )

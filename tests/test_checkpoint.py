@@ -1,0 +1,46 @@
+"""Checkpoint files: atomic writes, keeping the newest, clear errors."""
+import pytest
+import torch
+
+from azshogi import checkpoint as ckpt
+
+
+def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    ckpt.save({"value": torch.tensor([1.0])}, tmp_path, 1, partial=False, keep=3)
+
+    def dies_halfway(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", dies_halfway)
+    with pytest.raises(OSError, match="disk full"):
+        ckpt.save({"value": torch.tensor([2.0])}, tmp_path, 2, partial=False, keep=3)
+    monkeypatch.undo()
+    assert ckpt.latest(tmp_path).name == "ckpt-00001.pt"
+    assert ckpt.load(ckpt.latest(tmp_path))["value"].item() == 1.0
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-00001.pt"]  # no temporary file left
+
+
+def test_a_crashed_temporary_file_is_ignored(tmp_path):
+    ckpt.save({"value": 1}, tmp_path, 1, partial=False, keep=3)
+    (tmp_path / ".tmp-abc.pt").write_bytes(b"garbage from a killed process")
+    assert ckpt.latest(tmp_path).name == "ckpt-00001.pt"
+
+
+def test_keeps_the_newest_and_orders_partial_after_full(tmp_path):
+    for n in range(1, 5):
+        ckpt.save({"n": n}, tmp_path, n, partial=False, keep=2)
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["ckpt-00003.pt", "ckpt-00004.pt"]
+    ckpt.save({"n": "4+"}, tmp_path, 4, partial=True, keep=2)
+    assert ckpt.latest(tmp_path).name == "ckpt-00004-partial.pt"
+    ckpt.save({"n": 5}, tmp_path, 5, partial=False, keep=5)  # supersedes the partial phase
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["ckpt-00004.pt", "ckpt-00005.pt"]
+
+
+def test_corrupt_checkpoint_names_the_file(tmp_path):
+    bad = tmp_path / "ckpt-00001.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ckpt.CheckpointError, match="ckpt-00001.pt"):
+        ckpt.load(bad)
+    with pytest.raises(ckpt.CheckpointError, match="not found"):
+        ckpt.load(tmp_path / "missing.pt")

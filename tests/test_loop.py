@@ -1,0 +1,144 @@
+"""The whole loop through Hydra's compose API: checkpoints, TensorBoard, exact resume, errors."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from azshogi import checkpoint as ckpt
+from azshogi.config import ConfigError, to_config
+from azshogi.loop import Loop, train
+
+from conftest import compose_config
+
+
+def scalar_tags(log_dir: Path) -> set:
+    acc = EventAccumulator(str(log_dir))
+    acc.Reload()
+    return set(acc.Tags()["scalars"])
+
+
+def test_end_to_end_two_checkpoints(tiny_config, tmp_path):
+    cfg = tiny_config("loop.max_checkpoints=2")
+    counters = train(cfg, show_progress=False)
+    assert counters.checkpoints == 2 and counters.train_steps == 8
+    assert counters.positions >= 2 * 60 and counters.games >= 2
+    names = [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")]
+    assert names == ["ckpt-00001.pt", "ckpt-00002.pt"]
+    tags = scalar_tags(tmp_path / "logs" / "t")
+    for prefix in ("train/", "selfplay/", "perf/"):
+        assert any(t.startswith(prefix) for t in tags), prefix
+    assert {"train/policy_loss", "selfplay/sample_reuse", "perf/selfplay_positions_per_s"} <= tags
+    assert list((tmp_path / "logs" / "t" / "games").glob("*.kif"))
+    state = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")
+    assert state["config"]["model"]["channels"] == 16
+    assert len(state["selfplay"]["games"]) == 6  # the games in progress are in the checkpoint
+
+
+def test_exact_resume(tiny_config, tmp_path):
+    straight = tiny_config("loop.max_checkpoints=3", run="straight")
+    train(straight, show_progress=False)
+    train(tiny_config("loop.max_checkpoints=1", run="split"), show_progress=False)
+    resumed = train(tiny_config("loop.max_checkpoints=3", run="split"), show_progress=False)
+    a = ckpt.load(tmp_path / "checkpoints" / "straight" / "ckpt-00003.pt")
+    b = ckpt.load(tmp_path / "checkpoints" / "split" / "ckpt-00003.pt")
+    assert a["counters"] == b["counters"] and resumed.checkpoints == 3
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert a["selfplay"]["next_game_id"] == b["selfplay"]["next_game_id"]
+    assert [g["moves"] for g in a["selfplay"]["games"]] == [g["moves"] for g in b["selfplay"]["games"]]
+
+
+def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):
+    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+    acc = EventAccumulator(str(tmp_path / "logs" / "t"))
+    acc.Reload()
+    steps = [e.step for e in acc.Scalars("selfplay/games")]
+    assert steps == sorted(set(steps)) == [4, 8]
+    loss_steps = [e.step for e in acc.Scalars("train/policy_loss")]
+    assert loss_steps == list(range(1, 9))
+
+
+def test_a_different_network_shape_is_refused_on_resume(tiny_config):
+    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
+    with pytest.raises(ConfigError, match="model.blocks=1, model.channels=16"):
+        train(tiny_config("loop.max_checkpoints=2", "model.channels=24"), show_progress=False)
+
+
+def test_resume_from_a_path(tiny_config, tmp_path):
+    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
+    source = tmp_path / "checkpoints" / "t" / "ckpt-00001.pt"
+    counters = train(tiny_config("loop.max_checkpoints=2", f"resume={source}", run="other"), show_progress=False)
+    assert counters.checkpoints == 2
+
+
+@pytest.mark.parametrize("override, key", [
+    ("search.num_simulations=0", "search.num_simulations"),
+    ("selfplay.num_actors=0", "selfplay.num_actors"),
+    ("search.max_num_considered_actions=1", "search.max_num_considered_actions"),
+    ("device=gpu", "device"),
+    ("rules.impasse_rule=25", "rules.impasse_rule"),
+    ("train.lr=-1", "train.lr"),
+])
+def test_bad_values_name_the_key(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        to_config(compose_config([override]))
+
+
+@pytest.mark.parametrize("override, words", [
+    ("search.kind=alphabeta", ["search.kind", "gumbel", "puct"]),
+    ("search.num_simulations=many", ["search.num_simulations"]),
+    ("train.optimizer=adam", ["train.optimizer", "sgd", "adamw"]),
+])
+def test_bad_overrides_fail_at_start_up_with_one_message(override, words, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "azshogi", override], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    for w in words:
+        assert w in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "outputs").exists()
+
+
+def test_range_error_from_the_command_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "azshogi", "search.num_simulations=0"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "azshogi: error: search.num_simulations=0: must be >= 1"
+
+
+def test_sigterm_ends_with_a_checkpoint_and_resumes(tmp_path):
+    from conftest import TINY
+
+    args = [sys.executable, "-m", "azshogi", *TINY, "run=sig", "loop.max_checkpoints=0"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "checkpoints" / "sig"
+    deadline = time.time() + 120
+    while not (run_dir / "ckpt-00001.pt").exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.time() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    latest = ckpt.latest(run_dir)
+    assert latest.name.endswith("-partial.pt"), [p.name for p in ckpt.list_checkpoints(run_dir)]
+    assert "stopped; saved" in err
+    state = ckpt.load(latest)
+    finished = state["counters"]["checkpoints"]
+    proc = subprocess.run(args[:-1] + [f"loop.max_checkpoints={finished + 1}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ckpt.latest(run_dir).name == f"ckpt-{finished + 1:05d}.pt"
+
+
+def test_loop_runs_with_puct(tiny_config):
+    counters = train(tiny_config("search=puct", "search.num_simulations=8", "search.leaves_per_step=4",
+                                 "loop.max_checkpoints=1"), show_progress=False)
+    assert counters.checkpoints == 1 and counters.positions >= 60

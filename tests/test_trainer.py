@@ -1,0 +1,55 @@
+"""Training steps: losses fall, the learning rate is a pure function, bad steps are skipped."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from azshogi.config import LrSchedule, TrainConfig
+from azshogi.replay import Batch
+from azshogi.trainer import Trainer, TrainingDiverged, learning_rate
+
+
+def fixed_batch(n=16, seed=0):
+    rng = np.random.default_rng(seed)
+    policy = np.zeros((n, 2187), np.float32)
+    policy[np.arange(n), rng.integers(0, 2187, n)] = 1.0
+    return Batch(rng.integers(0, 2, (n, 62, 9, 9)).astype(np.float32),
+                 rng.integers(0, 2, (n, 57, 9, 9)).astype(np.float32), policy,
+                 rng.choice([-1.0, 1.0], n).astype(np.float32), np.zeros(n, np.float32))
+
+
+def test_losses_fall_on_a_fixed_batch(tiny_net):
+    trainer = Trainer(tiny_net, TrainConfig(lr=0.05, warmup_steps=0), torch.device("cpu"))
+    batch = fixed_batch()
+    first = trainer.step(batch)
+    for _ in range(30):
+        last = trainer.step(batch)
+    assert last.policy_loss < first.policy_loss - 1.0
+    assert last.value_loss < first.value_loss
+
+
+def test_learning_rate_is_a_function_of_the_step():
+    cfg = TrainConfig(lr=0.1, warmup_steps=10, lr_schedule=LrSchedule.cosine, decay_steps=100, min_lr_ratio=0.0)
+    assert learning_rate(0, cfg) == pytest.approx(0.01)
+    assert learning_rate(9, cfg) == pytest.approx(0.1)
+    assert learning_rate(60, cfg) == pytest.approx(0.05)
+    assert learning_rate(110, cfg) == pytest.approx(0.0, abs=1e-12)
+    step = TrainConfig(lr=0.1, warmup_steps=0, lr_schedule=LrSchedule.step, decay_steps=50, min_lr_ratio=0.001)
+    assert [learning_rate(s, step) for s in (0, 49, 50, 120)] == pytest.approx([0.1, 0.1, 0.01, 0.001])
+
+
+def test_non_finite_steps_are_skipped_then_stop_the_run(tiny_net):
+    trainer = Trainer(tiny_net, TrainConfig(max_consecutive_skips=3, warmup_steps=0), torch.device("cpu"))
+    before = {k: v.clone() for k, v in tiny_net.state_dict().items()}
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    assert trainer.step(bad).skipped and trainer.step(bad).skipped
+    for k, v in tiny_net.state_dict().items():
+        assert torch.equal(v, before[k]), k  # a skipped step changes no weight or statistic
+    assert not trainer.step(fixed_batch()).skipped  # a good step resets the run of skips
+    trainer.step(bad)
+    trainer.step(bad)
+    with pytest.raises(TrainingDiverged, match="3 training steps in a row"):
+        trainer.step(bad)
+    assert trainer.skipped == 5
