@@ -7,8 +7,9 @@ Player specs on the command line:
 
     random | greedy | policy:CHECKPOINT | search:CHECKPOINT | usi:"COMMAND [ARGS]"
 
-with options `KEY=VALUE`: search `simulations`, `considered`, `resign` (a win rate); policy
-`temperature`; usi `go` (the go arguments, default `byoyomi 1000`), `name` and anything else as
+with options `KEY=VALUE`: search `simulations`, `kind` (gumbel or puct; default: the
+checkpoint's), `considered` (Gumbel's m), `leaves` (PUCT's leaves per forward pass), `resign` (a
+win rate); policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`), `name` and anything else as
 `setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.
 """
 from __future__ import annotations
@@ -162,23 +163,34 @@ class PolicyPlayer(Player):
 
 class SearchPlayer(Player):
     """A network with the configured tree search (the loop's `make_search`), all turns searched
-    together. Resigns when its root win rate falls below `resign` (0 = never)."""
+    together. It plays to win: no Dirichlet noise and no sampling by visit counts (the variety of
+    a match comes from its openings; Gumbel's root sampling stays, being part of the search).
+    Resigns when its root win rate falls below `resign` (0 = never)."""
 
     def __init__(self, evaluator, search_config, rules: Rules, max_games: int, seed: int = 0,
                  resign: float = 0.0, name: str = "search"):
-        from .search import make_search
+        from .search import PuctSearch, make_search
 
         self.search = make_search(search_config, evaluator, rules, max_games)
+        self.noise_option = {"noise": False} if isinstance(self.search, PuctSearch) else {}
         self.rules, self.resign, self.name = rules, resign, name
         self.impasse_law = rules.impasse_law
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.rngs: dict[int, np.random.Generator] = {}  # one stream per game: results do not
+        # depend on which games happen to share a batch
+
+    def new_game(self, game: int) -> None:
+        self.rngs[game] = np.random.default_rng([self.seed, game])
 
     def choose(self, turns):
         out: list[Optional[Choice]] = [self._declaration(t) for t in turns]
         rows = [i for i, c in enumerate(out) if c is None]
         if rows:
+            rngs = [self.rngs.setdefault(turns[i].game, np.random.default_rng([self.seed, turns[i].game]))
+                    for i in rows]
             result = self.search.run([turns[i].board for i in rows],
-                                     np.array([turns[i].ply for i in rows], np.int64), self.rng)
+                                     np.array([turns[i].ply for i in rows], np.int64), rngs,
+                                     sample=np.zeros(len(rows), bool), **self.noise_option)
             for r, i in enumerate(rows):
                 win_rate = float(result.root_value[r] + 1.0) / 2.0
                 move = "resign" if win_rate < self.resign else cshogi.move_to_usi(int(result.moves[r]))
@@ -328,22 +340,31 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     options = dict(options or {})
     kind, _, arg = spec.partition(":")
     name = options.pop("name", None)
-    if kind == "random":
-        return RandomPlayer(seed, name or "random")
-    if kind == "greedy":
-        return GreedyPlayer(seed, name or "greedy")
+    if kind in ("random", "greedy"):
+        if options:
+            raise ValueError(f"player {spec!r}: takes no options but name, got {sorted(options)}")
+        return RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed, name or "greedy")
     if kind in ("policy", "search"):
         if not arg:
             raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
         evaluator, cfg = _model_evaluator(arg, device, dtype)
         label = name or f"{kind}:{Path(arg).stem}"
         if kind == "policy":
-            return PolicyPlayer(evaluator, float(options.pop("temperature", 0.0)), seed, label)
+            temperature = float(options.pop("temperature", 0.0))
+            if options:
+                raise ValueError(f"player {spec!r}: unknown options {sorted(options)}")
+            return PolicyPlayer(evaluator, temperature, seed, label)
         search_config = replace(cfg.search)
         if "simulations" in options:
             search_config.num_simulations = int(options.pop("simulations"))
         if "considered" in options:
             search_config.max_num_considered_actions = int(options.pop("considered"))
+        if "kind" in options:
+            from .config import SearchKind
+
+            search_config.kind = SearchKind(options.pop("kind"))
+        if "leaves" in options:
+            search_config.leaves_per_step = int(options.pop("leaves"))
         resign = float(options.pop("resign", 0.0))
         if options:
             raise ValueError(f"player {spec!r}: unknown options {sorted(options)}")

@@ -89,7 +89,7 @@ OPTIONS = (
     Option("Threads", "spin", 0, 0, 256, help="CPU threads for the network (0 = PyTorch's default)"),
     Option("NodesPerMove", "spin", 0, 0, 100_000_000,
            help=f"simulations per move (0 = by the clock; {DEFAULT_NODES} when go gives no limit)"),
-    Option("BatchSize", "spin", 1, 1, 256, help="leaves per forward pass (virtual loss); see docs/play.md"),
+    Option("BatchSize", "spin", 8, 1, 256, help="leaves per forward pass, kept apart by virtual loss"),
     Option("ResignThreshold", "spin", 0, 0, 1000, help="resign below this win rate, per mille (0 = never)"),
     Option("DrawPly", "spin", 0, 0, 100_000, help="a game reaching this ply is a draw (0 = no limit)"),
     Option("Temperature", "string", "0", help="> 0: sample moves by visits^(1/T)", number=True),
@@ -316,7 +316,8 @@ class UsiEngine:
         self.search = GameSearch(self._evaluator, rules, c_base=cfg.search.c_base, c_init=cfg.search.c_init,
                                  max_tree_nodes=o["MaxTreeNodes"],
                                  mate_search_nodes=o["MateSearchNodes"] if o["MateSearch"] else 0,
-                                 leaf_mate_search=True)
+                                 leaf_mate_search=True, batch_size=o["BatchSize"],
+                                 virtual_loss=cfg.search.virtual_loss)
         self._warm_up()
 
     def _warm_up(self) -> None:

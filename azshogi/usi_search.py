@@ -1,7 +1,7 @@
 """The engine's search: one game, an anytime PUCT search over the shared array tree.
 
 `GameSearch` wraps the shared `Simulator` (azshogi/search/) for a single game, the way a USI
-engine needs it: it runs until a caller-supplied `should_stop` says enough (clock, node limit,
+engine needs it: `batch_size` leaves per forward pass kept apart by the simulator's virtual loss, it runs until a caller-supplied `should_stop` says enough (clock, node limit,
 `stop`), keeps the subtree of the position that was actually reached between moves, checks the
 root for a forced mate first (cshogi's df-pn), and reports the best move, the principal
 variation, the root value and the visit counts.
@@ -119,12 +119,13 @@ class GameSearch:
 
     def __init__(self, evaluator: Evaluator, rules: Rules, c_base: float = 19652.0, c_init: float = 1.25,
                  fpu_reduction: float = 0.2, max_tree_nodes: int = 200_000, mate_search_nodes: int = 100_000,
-                 leaf_mate_search: bool = True):
+                 leaf_mate_search: bool = True, batch_size: int = 1, virtual_loss: float = 1.0):
         self.rules = rules
         self.c_base, self.c_init, self.fpu_reduction = c_base, c_init, fpu_reduction
         self.max_tree_nodes = max_tree_nodes
         self.mate_search_nodes = mate_search_nodes
-        self.simulator = Simulator(evaluator, rules, 1, 1024, leaf_mate_search)
+        self.batch_size, self.virtual_loss = batch_size, virtual_loss
+        self.simulator = Simulator(evaluator, rules, 1, 1024, leaf_mate_search, leaves_per_step=batch_size)
         self._root_key: Optional[tuple] = None  # (start sfen, moves) of the tree's root
         self._dfpn = cshogi.DfPn()
 
@@ -200,24 +201,30 @@ class GameSearch:
     def run(self, board: cshogi.Board, ply: int, should_stop: Callable[[Progress], bool],
             max_nodes: Optional[int] = None) -> SearchReport:
         """Simulates from the prepared root until `should_stop(progress)` is true, `max_nodes`
-        simulations are done or the tree is full (always at least one simulation when the root
-        has more than one move). `board` is walked with push/pop and comes back unchanged."""
+        simulations are done or the tree is full (always at least one step when the root has more
+        than one move). `board` is walked with push/pop and comes back unchanged.
+
+        Each step sends up to `batch_size` leaves through one forward pass; a descent that meets a
+        leaf already waiting for its evaluation is dropped (a collision), so `nodes` counts the
+        simulations that reached the root's statistics."""
         start = time.perf_counter()
         tree = self.tree
         reused = int(tree.num_nodes[0])
         plies = np.array([ply], np.int64)
         boards = [board]
+        root_visits = float(tree.edge_visits[0, 0].sum())
         nodes = 0
         while True:
-            full = tree.num_nodes[0] >= self.max_tree_nodes
+            full = tree.num_nodes[0] + self.batch_size > self.max_tree_nodes
             if full or (max_nodes is not None and nodes >= max_nodes):
                 break
             if nodes and should_stop(self._progress(nodes, time.perf_counter() - start, full)):
                 break
             if tree.num_edges[0, 0] <= 1 and nodes:
                 break
-            self.simulator.simulate(boards, plies, self._select)
-            nodes += 1
+            leaves = self.batch_size if max_nodes is None else min(self.batch_size, max_nodes - nodes)
+            self.simulator.simulate(boards, plies, self._select, leaves=leaves, virtual_loss=self.virtual_loss)
+            nodes = int(round(float(tree.edge_visits[0, 0].sum()) - root_visits))
         report = self.report(nodes, time.perf_counter() - start)
         report.reused_nodes = reused
         return report

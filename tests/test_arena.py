@@ -86,6 +86,17 @@ def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
             assert len(g.moves) == 24
 
 
+def test_puct_search_player_with_virtual_loss(checkpoint):
+    rules = Rules(max_plies=10)
+    puct = make_player(f"search:{checkpoint}", {"kind": "puct", "simulations": "8", "leaves": "4"}, rules=rules,
+                       max_games=2, dtype="fp32")
+    assert puct.search.leaves_per_step == 4
+    result = play_match(puct, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
+    check_consistent(result, 2)
+    with pytest.raises(ValueError, match="unknown options"):
+        make_player(f"search:{checkpoint}", {"depth": "3"}, rules=rules, dtype="fp32")
+
+
 class Scripted(Player):
     def __init__(self, answer):
         self.answer, self.name = answer, "scripted-" + answer

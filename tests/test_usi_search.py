@@ -132,3 +132,24 @@ def test_time_plan():
     assert plan(parse_go("byoyomi 100".split()), True, 0, 300).target == pytest.approx(0.01)  # min think
     with pytest.raises(ValueError):
         parse_go("nodes lots".split())
+
+
+def test_batched_leaves_with_virtual_loss_leave_clean_statistics():
+    torch.manual_seed(0)
+    evaluator = LocalEvaluator(build(1, 16, 32).eval(), torch.device("cpu"))
+    search = GameSearch(evaluator, Rules(), batch_size=8)
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    report = search.run(board, 0, lambda p: False, max_nodes=100)
+    assert report.nodes == 100 and evaluator.stats.calls < 40  # 8 leaves per forward pass
+    tree = search.tree
+    n = int(tree.num_nodes[0])
+    visits, values = tree.edge_visits[0, :n], tree.edge_value_sum[0, :n]
+    assert visits[0].sum() == 100  # every virtual loss was taken back
+    assert (np.abs(values) <= visits + 1e-4).all()
+    # A child's visits are its parent edge's visits, minus the one that expanded it.
+    for node in range(n):
+        for e in range(tree.num_edges[0, node]):
+            child = tree.edge_child[0, node, e]
+            if child >= 0 and not tree.node_terminal[0, child]:
+                assert visits[child].sum() == visits[node, e] - 1
