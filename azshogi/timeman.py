@@ -77,7 +77,8 @@ def plan(limits: GoLimits, black_to_move: bool, ply: int, margin_ms: int,
 
     Main time is spread over the moves still to play (an estimate that shrinks as the game goes
     on, never below 20); the byoyomi and the increment come on top of that share. The hard limit
-    is everything the clock allows minus the margin.
+    is everything the clock allows minus the margin (in sudden death, a quarter of what is left).
+    The margin only guards the limit: thinking past the target merely spends main time.
     """
     if limits.movetime is not None:
         limit = max(limits.movetime - margin_ms, min_think_ms) / 1000.0
@@ -94,9 +95,5 @@ def plan(limits: GoLimits, black_to_move: bool, ply: int, margin_ms: int,
     if byoyomi == 0 and increment == 0:
         # Sudden death: never spend more than a fraction of what is left.
         limit = max(min(limit, remaining * 0.25), min_think_ms)
-    target = max(min(share - margin_ms, limit), min_think_ms)
-    if byoyomi > 0 and remaining > 0:
-        # With byoyomi, running the main time down to zero is safe; the share already includes
-        # the byoyomi, so the target is at least byoyomi - margin.
-        target = max(target, min(byoyomi - margin_ms, limit))
+    target = max(min(share, limit), min_think_ms)
     return TimePlan(target / 1000.0, limit / 1000.0)

@@ -97,7 +97,8 @@ OPTIONS = (
     Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
     Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
     Option("TimeMargin", "spin", 300, 0, 60_000, help="milliseconds kept in reserve on every move"),
-    Option("MaxTreeNodes", "spin", 200_000, 1_000, 50_000_000, help="search tree size limit (~3 kB each)"),
+    Option("MaxTreeNodes", "spin", 100_000, 1_000, 50_000_000,
+           help="search tree size limit (about 3 kB per node, more past 128 legal moves)"),
     Option("Seed", "spin", 0, 0, 2 ** 31 - 1, help="random seed (temperature sampling)"),
     Option("USI_Ponder", "check", False, help="think on the opponent's time"),
 )
@@ -349,14 +350,16 @@ class UsiEngine:
         if board.is_nyugyoku(search.rules.impasse_law):
             self.send("info string impasse declaration: the side to move wins")
             return self._bestmove(job, "win")
-        mate = search.mate(board)
+        limits = job.limits
+        time_plan = plan(limits, board.turn == cshogi.BLACK, ply, o["TimeMargin"])
+        # At most a tenth of the move's time for the mate search (also when pondering: a
+        # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
+        mate = search.mate(board, None if time_plan is None else 0.1 * time_plan.target)
         if mate:
             pv = " ".join(cshogi.move_to_usi(m) for m in mate)
             self.send(f"info depth {len(mate)} nodes 0 score mate {len(mate)} pv {pv}")
             return self._bestmove(job, pv.split()[0], pv.split()[1] if len(mate) > 1 else None)
 
-        limits = job.limits
-        time_plan = plan(limits, board.turn == cshogi.BLACK, ply, o["TimeMargin"])
         max_nodes = limits.nodes if limits.nodes is not None else (o["NodesPerMove"] or None)
         if max_nodes is None and time_plan is None and not limits.infinite and not limits.ponder:
             max_nodes = DEFAULT_NODES
