@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, TextIO
 
+import cshogi
+
 from . import __version__
 from .positions import PositionError, board_after, parse_position
 from .timeman import GoLimits, TimePlan, parse_go, plan
@@ -324,18 +326,12 @@ class UsiEngine:
     def _warm_up(self) -> None:
         """A few simulations from the start position, so the first move does not pay for
         PyTorch's first calls."""
-        import cshogi
-
         board = cshogi.Board()
         self.search.prepare(board, "", [])
         self.search.run(board, 0, lambda progress: False, max_nodes=4)
         self.search.clear()
 
     def _think(self, job: Job) -> None:
-        import cshogi
-
-        from .rules import Rules
-
         o, search = self.options, self.search
         if search is None:
             self.error("no model loaded: set the Checkpoint option, then send isready")
@@ -407,11 +403,9 @@ class UsiEngine:
         return progress.best_visits - progress.second_visits > rate * (time_plan.target - elapsed)
 
     def _info(self, report, pv=None) -> None:
-        from .usi_search import win_rate_to_cp
+        from .usi_search import win_rate_to_cp  # (imports PyTorch: after the model is loaded)
 
         pv = report.pv if pv is None else pv
-        import cshogi
-
         hashfull = min(1000, report.tree_nodes * 1000 // max(1, self.options["MaxTreeNodes"]))
         self.send(f"info string win rate {report.win_rate:.1%}, {report.nodes} simulations, "
                   f"{report.tree_nodes} nodes in the tree")
@@ -422,8 +416,6 @@ class UsiEngine:
     def _go_mate(self, job: Job) -> None:
         """`go mate`: df-pn only; answers `checkmate <moves>`, `checkmate nomate` or
         `checkmate notimplemented` (in check: cshogi's solver needs the attacker out of check)."""
-        import cshogi
-
         board = board_after(self.start_sfen, self.moves) if self.position_ok else None
         if board is None or board.is_check():
             self.send("checkmate notimplemented")

@@ -1,7 +1,6 @@
 """Matches: consistent counts, records that cshogi reads back, the command's JSON line, and
 external USI engines (fairy-stockfish, when installed; cshogi's match runner against ours)."""
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
