@@ -85,15 +85,29 @@ class RulesConfig:
 
 
 @dataclass
+class InferenceConfig:
+    """How the network is run for search (self-play, engine, matches)."""
+
+    dtype: Dtype = Dtype.auto  # autocast dtype; auto = bf16 where the hardware has it, else fp32
+    channels_last: bool = True
+    fold_batchnorm: bool = True  # evaluate a batch-norm-folded form, refreshed when weights change
+    compile: bool = False  # torch.compile on padded batch shapes (slow first start, faster after)
+    compile_cache: str = "~/.cache/azshogi/inductor"  # persistent compile cache
+
+
+@dataclass
 class SelfPlayConfig:
     num_actors: int = 128  # games in flight, searched together with batched forward passes
-    inference_dtype: Dtype = Dtype.auto
+    write_hcpe3: bool = True  # also write finished games as dlshogi hcpe3 under logs/<run>/hcpe3/
 
 
 @dataclass
 class ReplayConfig:
     capacity: int = 500_000  # positions kept (the most recent)
     min_policy_prob: float = 1e-4  # policy-target entries below this are dropped, the rest renormalised
+    # .hcpe / .hcpe3 files whose positions fill the buffer when it has never held any (a new
+    # run, or one started from an azshogi-pretrain checkpoint)
+    seed_files: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -153,6 +167,17 @@ class BenchConfig:
 
 
 @dataclass
+class PretrainConfig:
+    """Supervised training from dlshogi's .hcpe / .hcpe3 files (azshogi-pretrain)."""
+
+    train_files: List[str] = field(default_factory=list)
+    test_files: List[str] = field(default_factory=list)  # held out: test/ figures in TensorBoard
+    steps: int = 1000  # optimizer steps (batches of train.batch_size, sampled uniformly)
+    eval_every: int = 200  # steps between evaluations on the test files
+    test_positions: int = 10_000  # test positions evaluated (a fixed random subset)
+
+
+@dataclass
 class Config:
     run: str = "default"  # run name: checkpoints/<run>/ and logs/<run>/; an existing run resumes
     seed: int = 0
@@ -164,11 +189,13 @@ class Config:
     search: SearchConfig = field(default_factory=SearchConfig)
     rules: RulesConfig = field(default_factory=RulesConfig)
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
 
 
 def register_configs() -> None:
@@ -238,6 +265,13 @@ def validate(cfg: Config) -> Config:
     _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
     _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
     _check(b.repeats >= 1, "bench.repeats", "must be >= 1", b.repeats)
+    _check_data_files(rp.seed_files, "replay.seed_files")
+    pt = cfg.pretrain
+    _check_data_files(pt.train_files, "pretrain.train_files")
+    _check_data_files(pt.test_files, "pretrain.test_files")
+    _check(pt.steps >= 1, "pretrain.steps", "must be >= 1", pt.steps)
+    _check(pt.eval_every >= 1, "pretrain.eval_every", "must be >= 1", pt.eval_every)
+    _check(pt.test_positions >= 1, "pretrain.test_positions", "must be >= 1", pt.test_positions)
     return cfg
 
 
@@ -252,6 +286,12 @@ def _validate_eval(ev: EvalConfig) -> None:
         _check(anchor in ("random", "greedy"), "eval.anchors", "allowed: random, greedy", list(ev.anchors))
     _check(ev.records_saved >= 0, "eval.records_saved", "must be >= 0", ev.records_saved)
     _check(bool(ev.usi_go.strip()), "eval.usi_go", "must not be empty (e.g. 'byoyomi 100')", ev.usi_go)
+
+
+def _check_data_files(paths: List[str], key: str) -> None:
+    for i, path in enumerate(paths):
+        _check(str(path).endswith((".hcpe", ".hcpe3")), f"{key}[{i}]",
+               "must be a .hcpe or .hcpe3 file (dlshogi's formats)", path)
 
 
 def to_config(cfg: DictConfig | Config) -> Config:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from . import features
+from .inference import InferenceNet
 
 
 @dataclass
@@ -65,28 +66,39 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 class LocalEvaluator:
-    """Evaluates batches on the model object shared with the trainer (eval mode, no grad)."""
+    """Evaluates batches on the model object shared with the trainer, through its inference
+    form (see inference.py): the weights are always the model's current ones."""
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype = torch.float32):
+    def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
+                 **inference_options):
         self.model, self.device, self.dtype = model, device, dtype
+        self.net = InferenceNet(model, device, dtype, **inference_options)
         self.stats = EvalStats()
 
     def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        return features.allocate(batch)
+        if self.device.type != "cuda":
+            return features.allocate(batch)
+        # Page-locked host memory: the copies to the GPU can be asynchronous.
+        return tuple(torch.zeros((batch, planes, 9, 9), dtype=torch.float32, pin_memory=True).numpy()
+                     for planes in (features.FEATURES1_PLANES, features.FEATURES2_PLANES))
 
     def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         start = time.perf_counter()
-        if self.model.training:
-            self.model.eval()
         x1 = torch.from_numpy(features1).to(self.device, non_blocking=True)
         x2 = torch.from_numpy(features2).to(self.device, non_blocking=True)
-        with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
-                                                    enabled=self.dtype != torch.float32):
-            logits, value = self.model(x1, x2)
+        logits, value = self.net(x1, x2)
+        with torch.inference_mode():
             probability = torch.sigmoid(value.float()).squeeze(1)
-        logits_np = logits.float().cpu().numpy()
-        probability_np = probability.cpu().numpy()
+            logits_np = logits.float().cpu().numpy()
+            probability_np = probability.cpu().numpy()
         self.stats.calls += 1
         self.stats.positions += len(features1)
         self.stats.seconds += time.perf_counter() - start
         return logits_np, probability_np
+
+
+def make_evaluator(model: torch.nn.Module, device: torch.device, cfg, max_batch: int) -> LocalEvaluator:
+    """The in-process evaluator for an InferenceConfig `cfg`."""
+    return LocalEvaluator(model, device, resolve_dtype(cfg.dtype.value, device), channels_last=cfg.channels_last,
+                          fold_batchnorm=cfg.fold_batchnorm, compile=cfg.compile, max_batch=max_batch,
+                          compile_cache=cfg.compile_cache)

@@ -16,6 +16,31 @@ NUM_LABELS = 27 * 81  # 2187
 _make_label = dlshogi.make_move_label
 
 
+def _label_table() -> np.ndarray:
+    """LABELS[turn << 15 | move & 0x7FFF] = make_move_label(move, turn) for every move shape.
+
+    A cshogi move keeps the destination in bits 0-6, the origin in bits 7-13 (81 + hand piece
+    for a drop) and the promotion flag in bit 14; make_move_label reads only those bits, so
+    asking cshogi once per shape gives its labels for any moves with one array lookup."""
+    table = np.zeros(2 << 15, np.int16)
+    for turn in (0, 1):
+        for origin in range(88):
+            for to in range(81):
+                for promote in (0, 1) if origin < 81 else (0,):
+                    shape = to | (origin << 7) | (promote << 14)
+                    table[(turn << 15) | shape] = _make_label(shape, turn)
+    return table
+
+
+LABELS = _label_table()
+
+
+def labels_of(moves: np.ndarray, turns) -> np.ndarray:
+    """Policy labels of cshogi moves (int array); `turns` is one colour or one per move.
+    Fast for many moves at once (one lookup), e.g. all leaves of a search step."""
+    return LABELS[(np.asarray(turns, np.int64) << 15) | (moves & 0x7FFF)]
+
+
 def allocate(batch: int) -> tuple[np.ndarray, np.ndarray]:
     """Zeroed, C-contiguous feature buffers of shape (batch, 62, 9, 9) and (batch, 57, 9, 9)."""
     return (np.zeros((batch, FEATURES1_PLANES, 9, 9), np.float32),
@@ -27,11 +52,10 @@ def write(board: cshogi.Board, features1: np.ndarray, features2: np.ndarray, row
     dlshogi.make_input_features(board, features1[row], features2[row])
 
 
-def legal_moves_and_labels(board: cshogi.Board) -> tuple[list[int], list[int]]:
-    """The legal moves (cshogi ints) and their policy labels, in cshogi's generation order."""
-    moves = list(board.legal_moves)
-    turn = board.turn
-    return moves, [_make_label(m, turn) for m in moves]
+def legal_moves_and_labels(board: cshogi.Board) -> tuple[np.ndarray, np.ndarray]:
+    """The legal moves (int64 cshogi moves) and their policy labels, in cshogi's order."""
+    moves = np.fromiter(board.legal_moves, np.int64)
+    return moves, labels_of(moves, board.turn)
 
 
 def move_label(move: int, turn: int) -> int:

@@ -23,7 +23,8 @@ from omegaconf import OmegaConf
 
 from . import checkpoint as ckpt
 from .config import Config, ConfigError, from_plain, to_plain
-from .evaluator import LocalEvaluator, resolve_device, resolve_dtype
+from .dlshogi_data import Hcpe3Writer, seed_buffer
+from .evaluator import LocalEvaluator, make_evaluator, resolve_device
 from .monitor import Monitor, SelfPlayStats, Timer, TrainStats, setup_logging, log
 from .network import build
 from .records import write_kif
@@ -75,7 +76,9 @@ def build_components(cfg: Config) -> Components:
     torch.manual_seed(cfg.seed)
     train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
-    evaluator = LocalEvaluator(model, device, resolve_dtype(cfg.selfplay.inference_dtype.value, device))
+    # Leaves of all actors per forward pass (PUCT sends several per tree).
+    max_batch = cfg.selfplay.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
+    evaluator = make_evaluator(model, device, cfg.inference, max_batch)
     rules = rules_of(cfg)
     search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors)
     selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
@@ -91,6 +94,7 @@ class Loop:
         self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
         self.search, self.selfplay, self.train_rng = parts.search, parts.selfplay, parts.train_rng
         self.replay = ReplayBuffer(cfg.replay.capacity)
+        self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
         self.trainer = Trainer(self.model, cfg.train, self.device)
         self.counters = Counters()
         self.show_progress = show_progress
@@ -124,6 +128,10 @@ class Loop:
                 f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
                 f"for {self.cfg.model.blocks}, {self.cfg.model.channels}, {self.cfg.model.value_hidden}: "
                 f"use the run's model settings or start a new run name")
+        if saved.train.optimizer != self.cfg.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
+            raise ConfigError(
+                f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
+                f"for {self.cfg.train.optimizer.value}: use the same optimizer")
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state["trainer"])
         self.replay.load_state_dict(state["replay"])
@@ -150,8 +158,21 @@ class Loop:
     def save(self, partial: bool) -> Path:
         if not weights_finite(self.model):
             raise ckpt.CheckpointError("the network's weights are not finite; the checkpoint was not written")
-        return ckpt.save(self.state_dict(), self.checkpoint_dir, self.counters.checkpoints, partial,
+        path = ckpt.save(self.state_dict(), self.checkpoint_dir, self.counters.checkpoints, partial,
                          self.cfg.loop.keep_checkpoints)
+        if self.hcpe3 is not None:
+            # The games whose positions entered the buffer since the previous checkpoint file;
+            # a second stop in the same phase adds to the same -partial file.
+            self.hcpe3.flush(self.log_dir / "hcpe3" / path.with_suffix(".hcpe3").name, append=partial)
+        return path
+
+    def seed_replay(self) -> None:
+        """Fills a buffer that has never held a position from `replay.seed_files`."""
+        files = self.cfg.replay.seed_files
+        if files and self.replay.total_added == 0:
+            read = seed_buffer(self.replay, files)
+            self.monitor.say(f"replay buffer seeded with {len(self.replay)} of {read} positions "
+                             f"from {len(files)} file(s)")
 
     # --- the loop ---
 
@@ -174,6 +195,7 @@ class Loop:
                              f"{self.cfg.selfplay.num_actors} actors, {self.cfg.search.kind.value} "
                              f"{self.cfg.search.num_simulations} simulations, network "
                              f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
+            self.seed_replay()
             while not self.done():
                 selfplay_stats = SelfPlayStats()
                 if not c.in_training:
@@ -211,6 +233,8 @@ class Loop:
             stats.moves_played += len(self.selfplay.actors)
             for game in finished:
                 self.replay.add_game(game.record)
+                if self.hcpe3 is not None:
+                    self.hcpe3.add(game)
                 before = c.positions_since_checkpoint
                 c.games += 1
                 c.positions += game.length

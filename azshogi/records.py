@@ -64,10 +64,17 @@ def write_csa(path: Path, moves_usi: Sequence[str], termination: Termination,
     tmp = path.with_name(".tmp-" + path.name)
     exporter = CSA.Exporter(str(tmp))
     try:
-        exporter.info(init_board=start_sfen, names=list(names), comment=comment)
-        for move in _moves(moves_usi, start_sfen):
-            exporter.move(move)
-        exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))
-    finally:
-        exporter.close()
-    os.replace(tmp, path)
+        try:
+            # A Board, not the SFEN string: cshogi 1.1.0's exporter fails on a string that is
+            # not the initial position.
+            exporter.info(init_board=cshogi.Board(start_sfen) if start_sfen else None, names=list(names),
+                          comment=comment)
+            for move in _moves(moves_usi, start_sfen):
+                exporter.move(move)
+            exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))
+        finally:
+            exporter.close()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -45,12 +45,13 @@ class Rules:
 
 
 def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Optional[int] = None,
-            mate_plies: int = 0) -> Optional[Outcome]:
+            mate_plies: int = 0, has_legal_move: Optional[bool] = None) -> Optional[Outcome]:
     """Returns how the game ends at `board` (side to move's view), or None if it goes on.
 
     ply: plies played from the game's start position to `board`.
     repetition_plies: how far back to look for a repetition (None = the whole history).
     mate_plies: 0, or an odd N: a mate in N for the side to move counts as a win (adjudication).
+    has_legal_move: pass it when the legal moves are already known (saves generating them).
     """
     rep = board.is_draw() if repetition_plies is None else board.is_draw(repetition_plies)
     if rep == cshogi.REPETITION_DRAW:
@@ -59,7 +60,8 @@ def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Op
         return Outcome(Termination.PERPETUAL_CHECK, 1)
     if rep == cshogi.REPETITION_LOSE:  # the side to move gave perpetual check
         return Outcome(Termination.PERPETUAL_CHECK, -1)
-    if board.is_game_over():
+    no_move = board.is_game_over() if has_legal_move is None else not has_legal_move
+    if no_move:
         return Outcome(Termination.CHECKMATE, -1)
     if board.is_nyugyoku(rules.impasse_law):
         return Outcome(Termination.IMPASSE, 1)

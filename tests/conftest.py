@@ -15,7 +15,7 @@ register_configs()
 # A loop small enough for a test: a few seconds per checkpoint on a 2-core CPU.
 TINY = [
     "model=tiny", "search.num_simulations=4", "search.max_num_considered_actions=4",
-    "selfplay.num_actors=6", "selfplay.inference_dtype=fp32", "rules.max_plies=24",
+    "selfplay.num_actors=6", "inference.dtype=fp32", "rules.max_plies=24",
     "replay.capacity=2000", "train.batch_size=16", "train.warmup_steps=2", "train.log_every=1",
     "loop.positions_per_checkpoint=60", "loop.steps_per_checkpoint=4", "loop.selfplay_games_saved=1",
 ]

@@ -47,6 +47,7 @@ def test_features_from_hcp_match_the_board():
 def test_labels_round_trip_over_random_games():
     for board in random_positions(300, seed=2):
         moves, labels = features.legal_moves_and_labels(board)
+        moves, labels = moves.tolist(), labels.tolist()
         assert all(0 <= lab < features.NUM_LABELS for lab in labels)
         assert labels == [dlshogi.make_move_label(m, board.turn) for m in moves]
         # A label names exactly one legal move: label -> move -> label is the identity.
@@ -54,3 +55,11 @@ def test_labels_round_trip_over_random_games():
         assert len(back) == len(moves)
         for m, lab in zip(moves, labels):
             assert back[lab] == m
+
+
+def test_label_table_is_cshogis_for_both_colours():
+    for board in random_positions(200, seed=6):
+        moves = np.array(list(board.legal_moves), np.int64)
+        for turn in (0, 1):  # labels of the same move shapes as the other side would see them
+            expected = [dlshogi.make_move_label(int(m), turn) for m in moves]
+            assert features.labels_of(moves, turn).tolist() == expected

@@ -55,18 +55,18 @@ class Simulator:
         tree.num_nodes[actors] = 0
         nodes = np.array([tree.add_node(a) for a in actors.tolist()], np.int64)
         self._ensure_rows(len(actors))
-        moves, labels = [], []
+        moves = []
         for row, a in enumerate(actors.tolist()):
-            m, lab = features.legal_moves_and_labels(boards[a])
+            m = list(boards[a].legal_moves)
             if not m:
                 raise ValueError(f"actor {a}: the root position has no legal move: {boards[a].sfen()}")
             features.write(boards[a], self.features1, self.features2, row)
             moves.append(m)
-            labels.append(lab)
+        turns = np.array([boards[a].turn for a in actors.tolist()], np.int64)
         self.leaf_seconds += time.perf_counter() - start
         k = len(actors)
         logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
-        tree.expand(actors, nodes, moves, labels, logits, 2.0 * probability - 1.0)
+        tree.expand(actors, nodes, moves, turns, logits, 2.0 * probability - 1.0)
         self.seconds += time.perf_counter() - start
 
     def simulate(self, boards: Sequence[cshogi.Board], plies: np.ndarray, select: SelectFn,
@@ -83,11 +83,11 @@ class Simulator:
         roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
         self._ensure_rows(len(actors) * leaves)
         paths = []  # per descent: actors, nodes (n, D), edges (n, D), length, kind, value, row
-        pending_actors, pending_nodes, pending_rows, moves, labels = [], [], [], [], []
+        pending_actors, pending_nodes, pending_rows, moves, turns = [], [], [], [], []
         use_virtual_loss = leaves > 1 and virtual_loss > 0
         for _ in range(leaves):
             path = self._descend(boards, plies, select, actors, roots[actors], pending_actors, pending_nodes,
-                                 pending_rows, moves, labels)
+                                 pending_rows, moves, turns)
             paths.append(path)
             if use_virtual_loss:
                 self._add(path, visits=virtual_loss, value=-virtual_loss, alternate=False)
@@ -96,8 +96,8 @@ class Simulator:
             k = len(pending_rows)
             logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
             values = (2.0 * probability - 1.0).astype(np.float32)
-            tree.expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64), moves, labels,
-                        logits, values)
+            tree.expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64), moves,
+                        np.array(turns, np.int64), logits, values)
         for path in paths:
             if use_virtual_loss:
                 self._add(path, visits=-virtual_loss, value=virtual_loss, alternate=False)
@@ -108,7 +108,7 @@ class Simulator:
         self.seconds += time.perf_counter() - start
 
     def _descend(self, boards, plies, select, actors, starts, pending_actors, pending_nodes, pending_rows,
-                 moves, labels) -> dict:
+                 moves, turns) -> dict:
         """Walks every actor from its start node to a leaf, prepares the leaf, walks back."""
         tree, num = self.tree, len(actors)
         depth_cap = 8
@@ -155,7 +155,7 @@ class Simulator:
             active = active[going_on]
 
         self._prepare_leaves(boards, plies, actors, node, length, kind, value, row, pending_actors,
-                             pending_nodes, pending_rows, moves, labels)
+                             pending_nodes, pending_rows, moves, turns)
         for a, n in zip(actors.tolist(), length.tolist()):
             board = boards[a]
             for _ in range(n):
@@ -165,7 +165,7 @@ class Simulator:
                 "value": value, "row": row}
 
     def _prepare_leaves(self, boards, plies, actors, node, length, kind, value, row, pending_actors,
-                        pending_nodes, pending_rows, moves, labels) -> None:
+                        pending_nodes, pending_rows, moves, turns) -> None:
         """At each new leaf (boards still pushed down): a game end gives the value at once;
         otherwise its features go into the next free batch row."""
         start = time.perf_counter()
@@ -173,22 +173,22 @@ class Simulator:
         for i in np.flatnonzero(kind == _NEW).tolist():
             a, n = int(actors[i]), int(node[i])
             board = boards[a]
+            legal = list(board.legal_moves)
             end = outcome(board, int(plies[a]) + int(length[i]), rules, repetition_plies=TREE_REPETITION_PLIES,
-                          mate_plies=self.leaf_mate_plies)
+                          mate_plies=self.leaf_mate_plies, has_legal_move=bool(legal))
             if end is not None:
                 tree.set_terminal(a, n, end.value)
                 kind[i] = _KNOWN
                 value[i] = end.value
                 continue
-            m, lab = features.legal_moves_and_labels(board)
             r = len(pending_rows)
             features.write(board, self.features1, self.features2, r)
             row[i] = r
             pending_actors.append(a)
             pending_nodes.append(n)
             pending_rows.append(r)
-            moves.append(m)
-            labels.append(lab)
+            moves.append(legal)
+            turns.append(board.turn)
         self.leaf_seconds += time.perf_counter() - start
 
     def _add(self, path: dict, visits, value, alternate: bool) -> None:

@@ -7,7 +7,11 @@ move, `edge_value_sum` from the side choosing the edge (the parent's side to mov
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+
+from .. import features
 
 _EDGE_ARRAYS = ("edge_move", "edge_label", "edge_logit", "edge_child", "edge_visits", "edge_value_sum")
 
@@ -65,25 +69,28 @@ class Tree:
         self.node_value[actor, node] = value
         self.num_edges[actor, node] = 0
 
-    def expand(self, actors: np.ndarray, nodes: np.ndarray, moves: list, labels: list,
+    def expand(self, actors: np.ndarray, nodes: np.ndarray, moves: list, turns: np.ndarray,
                logits: np.ndarray, values: np.ndarray) -> None:
-        """Writes the edges of freshly evaluated nodes.
+        """Writes the edges of freshly evaluated nodes, all rows at once.
 
-        actors, nodes: (R,) rows to expand; moves, labels: R lists of legal moves and labels;
-        logits: (R, 2187) policy logits; values: (R,) values in [-1, 1] (node's side to move).
+        actors, nodes: (R,) rows to expand; moves: R lists of legal cshogi moves; turns: (R,)
+        side to move; logits: (R, 2187) policy logits; values: (R,) in [-1, 1] (node's side).
         """
-        counts = np.fromiter((len(m) for m in moves), np.int32, len(moves))
+        counts = np.fromiter((len(m) for m in moves), np.int64, len(moves))
         needed = int(counts.max(initial=0))
         if needed > self.width:
             self.reserve(self.max_nodes, -(-needed // 32) * 32)
-        width = self.width
-        label_rows = np.zeros((len(moves), width), np.int64)
-        for r, (m, lab) in enumerate(zip(moves, labels)):
-            n = counts[r]
-            self.edge_move[actors[r], nodes[r], :n] = m
-            label_rows[r, :n] = lab
+        width, rows = self.width, len(moves)
+        flat_moves = np.fromiter(itertools.chain.from_iterable(moves), np.int64, int(counts.sum()))
+        row = np.repeat(np.arange(rows), counts)
+        column = np.arange(len(flat_moves)) - np.repeat(np.cumsum(counts) - counts, counts)
+        label_rows = np.zeros((rows, width), np.int64)
+        label_rows[row, column] = features.labels_of(flat_moves, np.repeat(turns, counts))
+        move_rows = np.zeros((rows, width), np.int32)
+        move_rows[row, column] = flat_moves
         valid = np.arange(width)[None, :] < counts[:, None]
         gathered = np.take_along_axis(logits, label_rows, axis=1)
+        self.edge_move[actors, nodes] = move_rows
         self.edge_label[actors, nodes] = label_rows
         self.edge_logit[actors, nodes] = np.where(valid, gathered, -np.inf)
         self.edge_child[actors, nodes] = -1

@@ -1,0 +1,74 @@
+"""azshogi-export: dlshogi's ONNX interface, checked under ONNX Runtime; hcpe3 games as CSA."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from cshogi import CSA
+
+from azshogi import features
+from azshogi.dlshogi_data import Hcpe3Writer
+from azshogi.export import main as export_main
+from azshogi.network import build
+from azshogi.rules import Rules
+
+from interop_helpers import CHECKMATE, IMPASSE, PERPETUAL_CHECK, REPETITION, play_script, random_positions
+
+
+def tiny_checkpoint(tmp_path, seed=0):
+    """A checkpoint file as the loop writes it (model and config are what export reads)."""
+    from azshogi.loop import Loop
+
+    from interop_helpers import small_config
+
+    cfg = small_config(tmp_path, "run=exp", f"seed={seed}")
+    loop = Loop(cfg, show_progress=False)
+    with torch.no_grad():  # make BatchNorm statistics non-trivial, so the export must carry them
+        for module in loop.model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    return loop.save(partial=False), loop.model.eval()
+
+
+def test_onnx_model_has_dlshogis_interface_and_matches_pytorch(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    path, model = tiny_checkpoint(tmp_path)
+    out = tmp_path / "model.onnx"
+    export_main(["onnx", str(path), str(out)])
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert [(i.name, i.shape[1:], i.type) for i in session.get_inputs()] == [
+        ("input1", [62, 9, 9], "tensor(float)"), ("input2", [57, 9, 9], "tensor(float)")]
+    assert [(o.name, o.shape[1:]) for o in session.get_outputs()] == [("output_policy", [2187]), ("output_value", [1])]
+    assert all(isinstance(x.shape[0], str) for x in session.get_inputs() + session.get_outputs())  # dynamic batch
+    boards = random_positions(13, seed=5)
+    for batch in (1, 12):
+        x1, x2 = features.allocate(batch)
+        for i, board in enumerate(boards[:batch]):
+            features.write(board, x1, x2, i)
+        policy, value = session.run(None, {"input1": x1, "input2": x2})
+        assert policy.shape == (batch, 2187) and value.shape == (batch, 1)
+        want_policy, want_value = model.predict(torch.from_numpy(x1), torch.from_numpy(x2))
+        np.testing.assert_allclose(policy, want_policy.numpy(), atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(value[:, 0], want_value.numpy(), atol=1e-5)
+        assert ((value > 0) & (value < 1)).all()  # a win probability, not a logit
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
+
+
+def test_hcpe3_to_csa_writes_one_game_per_file(tmp_path):
+    rules = Rules(max_plies=320)
+    writer = Hcpe3Writer()
+    scripts = (REPETITION, CHECKMATE, PERPETUAL_CHECK, IMPASSE)
+    for script in scripts:
+        writer.add(play_script(*script, rules, np.random.default_rng(0)))
+    writer.flush(tmp_path / "games.hcpe3")
+    export_main(["hcpe3-to-csa", str(tmp_path / "games.hcpe3"), str(tmp_path / "csa")])
+    files = sorted((tmp_path / "csa").iterdir())
+    assert [f.name for f in files] == [f"games-{i:06d}.csa" for i in range(4)]
+    endings = ["%SENNICHITE", "%TORYO", "%SENNICHITE", "%KACHI"]
+    for f, (sfen, moves), ending in zip(files, scripts, endings):
+        (game,) = CSA.Parser.parse_file(str(f))
+        assert game.sfen.split(" ")[:3] == (sfen or "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -").split(" ")[:3]
+        assert len(game.moves) == len(moves)
+        assert f.read_text().rstrip().endswith(ending)
+

@@ -1,0 +1,78 @@
+"""The inference form (folded batch norm, channels_last, autocast) computes the same function as
+the plain fp32 network, and follows the shared model's weights as they change."""
+import numpy as np
+import pytest
+import torch
+
+from azshogi import features
+from azshogi.evaluator import LocalEvaluator
+from azshogi.inference import InferenceNet, batch_buckets
+from azshogi.network import build
+from test_features import random_positions
+
+
+@pytest.fixture
+def trained_net():
+    """A small net whose batch-norm statistics are not the identity."""
+    torch.manual_seed(1)
+    net = build(2, 32, 64)
+    net.train()
+    f1, f2 = features.allocate(64)
+    for i, b in enumerate(random_positions(64, seed=3)):
+        features.write(b, f1, f2, i)
+    with torch.no_grad():
+        for _ in range(5):
+            net(torch.from_numpy(f1), torch.from_numpy(f2))
+    return net.eval()
+
+
+def positions(n=48, seed=8):
+    f1, f2 = features.allocate(n)
+    for i, b in enumerate(random_positions(n, seed=seed)):
+        features.write(b, f1, f2, i)
+    return torch.from_numpy(f1), torch.from_numpy(f2)
+
+
+# fp32 folding only reorders float arithmetic; bf16 keeps about 3 significant digits.
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-4), (torch.bfloat16, 0.15)])
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_folded_network_agrees_with_the_plain_network(trained_net, dtype, tolerance, channels_last):
+    x1, x2 = positions()
+    with torch.no_grad():
+        policy, value = trained_net(x1, x2)
+    fast = InferenceNet(trained_net, torch.device("cpu"), dtype, channels_last=channels_last, fold_batchnorm=True)
+    p, v = fast(x1, x2)
+    assert torch.allclose(p.float(), policy, atol=tolerance, rtol=0)
+    assert torch.allclose(v.float(), value, atol=tolerance, rtol=0)
+    if dtype == torch.float32:  # the moves the network prefers are the same
+        assert torch.equal(p.argmax(1), policy.argmax(1))
+
+
+def test_inference_follows_weight_updates(trained_net):
+    evaluator = LocalEvaluator(trained_net, torch.device("cpu"), torch.float32)
+    x1, x2 = positions(8)
+    before, _ = evaluator.evaluate(x1.numpy(), x2.numpy())
+    optimizer = torch.optim.SGD(trained_net.parameters(), lr=0.5)
+    trained_net.train()
+    policy, value = trained_net(x1, x2)
+    (policy.logsumexp(1).mean() - policy[:, 0].mean() + value.mean()).backward()
+    optimizer.step()
+    trained_net.eval()
+    after, prob = evaluator.evaluate(x1.numpy(), x2.numpy())
+    with torch.no_grad():
+        expected_p, expected_v = trained_net(x1, x2)
+    assert not np.allclose(before, after)
+    assert np.allclose(after, expected_p.numpy(), atol=1e-4)
+    assert np.allclose(prob, torch.sigmoid(expected_v).squeeze(1).numpy(), atol=1e-5)
+    # and after loading other weights
+    other = build(2, 32, 64).eval()
+    trained_net.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        expected_p, _ = other(x1, x2)
+    assert np.allclose(evaluator.evaluate(x1.numpy(), x2.numpy())[0], expected_p.numpy(), atol=1e-4)
+
+
+def test_batch_buckets():
+    assert batch_buckets(128) == [8, 16, 32, 64, 128]
+    assert batch_buckets(100) == [8, 16, 32, 64, 100]
+    assert batch_buckets(4) == [4]

@@ -1,0 +1,134 @@
+"""azshogi-pretrain reads dlshogi's files, learns from them, and leaves a checkpoint the loop
+continues from; the loop seeds its replay buffer from such files."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import cshogi
+import numpy as np
+import pytest
+import torch
+from cshogi import dlshogi
+
+from azshogi import checkpoint as ckpt
+from azshogi.config import ConfigError
+from azshogi.dlshogi_data import Hcpe3Writer, load_buffer, read_hcpe
+from azshogi.loop import Loop
+from azshogi.network import build
+from azshogi.pretrain import evaluate, pretrain
+from azshogi.rules import Rules
+
+from interop_helpers import CHECKMATE, IMPASSE, REPETITION, play_script, small_config, write_hcpe
+
+
+def test_hcpe_written_with_cshogis_dtype_is_read(tmp_path):
+    written = write_hcpe(tmp_path / "a.hcpe", 50, seed=0)
+    records, labels = read_hcpe(tmp_path / "a.hcpe")
+    assert records.dtype.itemsize == cshogi.HuffmanCodedPosAndEval.itemsize == 38
+    np.testing.assert_array_equal(records["hcp"], written["hcp"])
+    np.testing.assert_array_equal(records["bestMove16"], written["bestMove16"].astype(np.uint16))
+    board = cshogi.Board()
+    for i in range(len(records)):
+        board.set_hcp(written["hcp"][i])
+        move = board.move_from_move16(int(written["bestMove16"][i]) & 0xFFFF)
+        assert labels[i] == dlshogi.make_move_label(move, board.turn)
+    buffer = load_buffer([tmp_path / "a.hcpe"])
+    batch = buffer.gather(np.arange(len(buffer)))
+    assert (batch.result == 1).all()  # the side to move won every game of this file
+    assert batch.policy.argmax(1).tolist() == labels.tolist()
+
+
+def test_pretraining_lowers_the_held_out_loss_and_the_loop_continues(tmp_path):
+    write_hcpe(tmp_path / "train.hcpe", 400, seed=1)
+    write_hcpe(tmp_path / "test.hcpe", 100, seed=2)
+    cfg = small_config(tmp_path, "run=pre", f"pretrain.train_files=[{tmp_path / 'train.hcpe'}]",
+                       f"pretrain.test_files=[{tmp_path / 'test.hcpe'}]", "pretrain.steps=30",
+                       "pretrain.eval_every=10", "train.batch_size=32", "train.optimizer=adamw", "train.lr=0.003")
+    loop_cfg = ("train.optimizer=adamw", "train.lr=0.003")  # the optimizer's state carries over
+    test = load_buffer([tmp_path / "test.hcpe"])
+    slots = np.arange(len(test))
+    torch.manual_seed(cfg.seed)  # the network Loop builds first
+    before = evaluate(build(1, 16, 32), test, slots, cfg, torch.device("cpu"))
+    path = pretrain(cfg, show_progress=False)
+    assert path == tmp_path / "checkpoints" / "pre" / "ckpt-00000.pt"
+    model, _ = ckpt.load_model(path)
+    after = evaluate(model, test, slots, cfg, torch.device("cpu"))
+    assert after.policy_loss < before.policy_loss - 0.5
+    assert after.value_loss < before.value_loss
+    assert after.policy_accuracy > before.policy_accuracy
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "logs" / "pre"))
+
+    # The run's newest checkpoint: `azshogi run=pre` continues with self-play from it.
+    with pytest.raises(ConfigError, match="train.optimizer=adamw"):
+        Loop(small_config(tmp_path, "run=pre"), show_progress=False).restore()
+    loop = Loop(small_config(tmp_path, "run=pre", *loop_cfg), show_progress=False)
+    counters = loop.run()
+    assert loop.resumed_from == path
+    assert counters.checkpoints == 1 and counters.train_steps == 30 + 2
+    # ... and so does another run with resume=PATH.
+    other = Loop(small_config(tmp_path, "run=other", f"resume={path}", *loop_cfg), show_progress=False)
+    other.run()
+    assert other.resumed_from == path and other.counters.train_steps == 32
+
+
+def test_the_loop_seeds_its_buffer_once_from_hcpe_and_hcpe3(tmp_path):
+    write_hcpe(tmp_path / "a.hcpe", 30, seed=3)
+    writer = Hcpe3Writer()
+    for script in (CHECKMATE, IMPASSE, REPETITION):
+        writer.add(play_script(*script, Rules(max_plies=320), np.random.default_rng(0)))
+    writer.flush(tmp_path / "b.hcpe3")
+    seeds = f"replay.seed_files=[{tmp_path / 'a.hcpe'},{tmp_path / 'b.hcpe3'}]"
+    loop = Loop(small_config(tmp_path, "run=seeded", seeds), show_progress=False)
+    loop.run()
+    state = ckpt.load(tmp_path / "checkpoints" / "seeded" / "ckpt-00001.pt")["replay"]
+    seeded = int((state["game_ids"] < 0).sum())
+    assert seeded == 30 + 1 + 1 + 6
+    assert state["total_added"] == seeded + loop.counters.positions
+    # Self-play games of the phase were written as hcpe3 next to the checkpoint.
+    assert (tmp_path / "logs" / "seeded" / "hcpe3" / "ckpt-00001.hcpe3").is_file()
+    # Resuming does not seed again.
+    again = Loop(small_config(tmp_path, "run=seeded", seeds, "loop.max_checkpoints=2"), show_progress=False)
+    again.run()
+    state = ckpt.load(tmp_path / "checkpoints" / "seeded" / "ckpt-00002.pt")["replay"]
+    assert state["total_added"] == seeded + again.counters.positions
+
+
+def test_the_console_script_runs(tmp_path):
+    write_hcpe(tmp_path / "t.hcpe", 40, seed=4)
+    script = os.path.join(os.path.dirname(sys.executable), "azshogi-pretrain")
+    done = subprocess.run([script, "run=cli", "model=tiny", "device=cpu", "pretrain.steps=2",
+                           "train.batch_size=8", "selfplay.num_actors=2", f"pretrain.train_files=[{tmp_path / 't.hcpe'}]",
+                           f"checkpoint_root={tmp_path / 'c'}", f"log_root={tmp_path / 'l'}"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "c" / "cli" / "ckpt-00000.pt").is_file()
+    assert sorted(os.listdir(tmp_path)) == ["c", "l", "t.hcpe"]  # no Hydra outputs/ folder
+
+
+def test_a_dlshogi_style_hcpe3_file_is_read(tmp_path):
+    """Built here byte by byte: an opening-book start position, two random opening moves with no
+    candidates (not trained on), dlshogi's 0x16 move-limit result (a draw)."""
+    start = cshogi.Board("lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3")
+    hcp = np.empty(32, np.uint8)
+    start.to_hcp(hcp)
+    header = np.zeros(1, [("hcp", "u1", 32), ("moveNum", "<u2"), ("result", "u1"), ("opponent", "u1")])
+    header["hcp"], header["moveNum"], header["result"] = hcp, 4, 0x16
+    parts, board = [header.tobytes()], start.copy()
+    for i, usi in enumerate(["2g2f", "8c8d", "2f2e", "8d8e"]):
+        move = board.move_from_usi(usi)
+        if i < 2:
+            parts.append(np.array([(move & 0xFFFF, 0, 0)], "<u2,<i2,<u2").tobytes())
+        else:
+            other = next(m for m in board.legal_moves if m != move)
+            parts.append(np.array([(move & 0xFFFF, 400, 2)], "<u2,<i2,<u2").tobytes())
+            parts.append(np.array([(move & 0xFFFF, 30), (other & 0xFFFF, 10)], "<u2,<u2").tobytes())
+        board.push(move)
+    (tmp_path / "d.hcpe3").write_bytes(b"".join(parts))
+    buffer = load_buffer([tmp_path / "d.hcpe3"])
+    assert len(buffer) == 2
+    batch = buffer.gather(np.arange(2))
+    assert (batch.result == 0).all()  # 0x16: a draw by the move limit, not a white win
+    np.testing.assert_allclose(np.sort(batch.policy, axis=1)[:, -2:], [[0.25, 0.75]] * 2)
+    np.testing.assert_allclose(batch.root_value, np.tanh(400 / (2 * 756.0864962951762)), rtol=1e-3)
