@@ -303,7 +303,8 @@ def main(argv=None) -> None:
     parser.add_argument("--format", choices=("csa", "kif"), default="csa")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"))
+    parser.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"),
+                        help="inference precision of network players (default: the checkpoint's run's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.games < 1 or args.in_flight < 1 or args.max_plies < 1:

@@ -27,7 +27,7 @@ import torch
 from . import checkpoint as ckpt
 from .arena import GameResult, MatchResult, Openings, play_match
 from .config import Config, to_plain
-from .evaluator import LocalEvaluator, resolve_dtype
+from .evaluator import make_evaluator
 from .network import build
 from .players import GreedyPlayer, Player, RandomPlayer, SearchPlayer, UsiPlayer
 from .records import write_csa
@@ -57,12 +57,17 @@ def _rules(cfg: Config) -> Rules:
     return Rules(max_plies=max_plies, impasse_rule=cfg.rules.impasse_rule)
 
 
-def _search_player(model, cfg: Config, device: torch.device, name: str, seed: int) -> SearchPlayer:
+def _search_player(evaluator, cfg: Config, name: str, seed: int) -> SearchPlayer:
     search = cfg.search
     if cfg.eval.num_simulations:
         search = replace(search, num_simulations=cfg.eval.num_simulations)
-    evaluator = LocalEvaluator(model, device, resolve_dtype(cfg.selfplay.inference_dtype.value, device))
     return SearchPlayer(evaluator, search, _rules(cfg), max_games=cfg.eval.games, seed=seed, name=name)
+
+
+def _evaluator(model, cfg: Config, device: torch.device):
+    """An evaluator for a network of this run (not compiled: it is used for one match)."""
+    leaves = cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1
+    return make_evaluator(model, device, replace(cfg.inference, compile=False), cfg.eval.games * leaves)
 
 
 def _anchor(name: str, seed: int) -> Player:
@@ -75,14 +80,16 @@ def _anchor(name: str, seed: int) -> Player:
 
 def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, log_dir: Path,
                         checkpoint: int, step: int, writer=None,
-                        say: Callable[[str], None] = print, progress: bool = False) -> Evaluation:
-    """Plays the evaluation matches of one checkpoint and records them (see the module doc)."""
+                        say: Callable[[str], None] = print, progress: bool = False,
+                        evaluator=None) -> Evaluation:
+    """Plays the evaluation matches of one checkpoint and records them (see the module doc).
+    evaluator: the loop's own evaluator of `model` (shares its compiled shapes), or None."""
     ec = cfg.eval
     eval_dir = log_dir / "eval"
     eval_dir.mkdir(parents=True, exist_ok=True)
     rules = _rules(cfg)
     seed = cfg.seed * 1_000_003 + checkpoint
-    current = _search_player(model, cfg, device, f"ckpt{checkpoint}", seed)
+    current = _search_player(evaluator or _evaluator(model, cfg, device), cfg, f"ckpt{checkpoint}", seed)
     opponents: list[tuple[str, Callable[[], Player]]] = [
         (a, lambda a=a: _anchor(a, seed + 1)) for a in ec.anchors]
     if ec.usi_engine:
@@ -93,7 +100,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
         def previous_player():
             net = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden)
             net.load_state_dict(previous_state["model"])
-            return _search_player(net.to(device).eval(), cfg, device,
+            return _search_player(_evaluator(net.to(device).eval(), cfg, device), cfg,
                                   f"ckpt{previous_state['checkpoint']}", seed + 2)
         opponents.append(("previous", previous_player))
 

@@ -294,7 +294,8 @@ class Loop:
         if cfg.eval.every and c.checkpoints % cfg.eval.every == 0:
             from .evaluation import evaluate_checkpoint
             evaluate_checkpoint(self.model, cfg, self.device, self.log_dir, c.checkpoints, c.train_steps,
-                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress)
+                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
+                                evaluator=self.evaluator)
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 

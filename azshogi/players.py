@@ -325,17 +325,22 @@ class UsiPlayer(Player):
 
 # --- players from specs ---
 
-def _model_evaluator(path: str, device: str, dtype: str):
+def model_evaluator(path: str, device: str = "auto", dtype: Optional[str] = None, max_batch: int = 256):
+    """(evaluator, the checkpoint's config) for a checkpoint file, with its run's inference
+    settings but not compiled (a slow start for one match or a GUI's isready); dtype None = the
+    run's."""
     from .checkpoint import load_model
-    from .evaluator import LocalEvaluator, resolve_device, resolve_dtype
+    from .config import Dtype
+    from .evaluator import make_evaluator, resolve_device
 
     torch_device = resolve_device(device)
     model, cfg = load_model(Path(path), torch_device)
-    return LocalEvaluator(model, torch_device, resolve_dtype(dtype, torch_device)), cfg
+    inference = replace(cfg.inference, compile=False, dtype=Dtype(dtype) if dtype else cfg.inference.dtype)
+    return make_evaluator(model, torch_device, inference, max_batch), cfg
 
 
 def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_games: int = 1,
-                seed: int = 0, device: str = "auto", dtype: str = "auto") -> Player:
+                seed: int = 0, device: str = "auto", dtype: Optional[str] = None) -> Player:
     """A player from a spec (see the module docstring) and its KEY=VALUE options."""
     options = dict(options or {})
     kind, _, arg = spec.partition(":")
@@ -347,7 +352,8 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     if kind in ("policy", "search"):
         if not arg:
             raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
-        evaluator, cfg = _model_evaluator(arg, device, dtype)
+        leaves = int(options.get("leaves", 1))
+        evaluator, cfg = model_evaluator(arg, device, dtype, max_batch=max_games * max(leaves, 8))
         label = name or f"{kind}:{Path(arg).stem}"
         if kind == "policy":
             temperature = float(options.pop("temperature", 0.0))

@@ -294,8 +294,7 @@ class UsiEngine:
         import numpy as np
         import torch
 
-        from .checkpoint import load_model
-        from .evaluator import LocalEvaluator, resolve_device, resolve_dtype
+        from .players import model_evaluator
         from .rules import Rules
         from .usi_search import GameSearch
 
@@ -306,13 +305,10 @@ class UsiEngine:
         path = o["Checkpoint"]
         if not path:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
-        key = (os.path.abspath(path), o["Device"], o["Dtype"])
+        key = (os.path.abspath(path), o["Device"], o["Dtype"], o["BatchSize"])
         if self._loaded != key:
             self.search, self._loaded = None, None
-            device = resolve_device(o["Device"])
-            model, cfg = load_model(Path(path), device)
-            self._model, self._cfg = model, cfg
-            self._evaluator = LocalEvaluator(model, device, resolve_dtype(o["Dtype"], device))
+            self._evaluator, self._cfg = model_evaluator(path, o["Device"], o["Dtype"], max_batch=o["BatchSize"])
             self._loaded = key
         cfg = self._cfg
         rules = Rules(max_plies=o["DrawPly"] or 10 ** 9, impasse_rule=cfg.rules.impasse_rule)

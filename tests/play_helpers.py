@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from azshogi.config import Config, Dtype, ModelConfig, SearchConfig, SelfPlayConfig, to_plain
+from azshogi.config import Config, Dtype, InferenceConfig, ModelConfig, SearchConfig, to_plain
 from azshogi.network import build
 
 TINY_SHAPE = (1, 16, 32)
@@ -22,7 +22,7 @@ def tiny_config(**overrides) -> Config:
     """A tiny network with a 4-simulation search, fp32 inference (bf16 is slow on small CPU batches)."""
     settings = dict(model=ModelConfig(*TINY_SHAPE),
                     search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
-                    selfplay=SelfPlayConfig(inference_dtype=Dtype.fp32))
+                    inference=InferenceConfig(dtype=Dtype.fp32))
     settings.update(overrides)
     return Config(**settings)
 

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from azshogi.config import (ConfigError, Dtype, EvalConfig, LoopConfig, ReplayConfig, RulesConfig, SelfPlayConfig,
+from azshogi.config import (ConfigError, EvalConfig, LoopConfig, ReplayConfig, RulesConfig, SelfPlayConfig,
                             TrainConfig, register_configs, to_config)
 from azshogi.evaluation import evaluate_checkpoint
 from azshogi.loop import Loop
@@ -58,7 +58,7 @@ def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path):
 def test_the_loop_evaluates_every_n_checkpoints(tmp_path):
     cfg = to_config(tiny_config(
         run="evaluated", checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"),
-        selfplay=SelfPlayConfig(num_actors=2, inference_dtype=Dtype.fp32), rules=RulesConfig(max_plies=6),
+        selfplay=SelfPlayConfig(num_actors=2, write_hcpe3=False), rules=RulesConfig(max_plies=6),
         replay=ReplayConfig(capacity=1000), train=TrainConfig(batch_size=4, warmup_steps=1),
         loop=LoopConfig(positions_per_checkpoint=6, steps_per_checkpoint=1, max_checkpoints=2,
                         selfplay_games_saved=0),
