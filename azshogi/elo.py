@@ -68,7 +68,7 @@ def estimate(wins: int, losses: int, draws: int) -> EloEstimate:
         deviation = math.sqrt(w * (1.0 - mu) ** 2 + l * mu ** 2 + d * (0.5 - mu) ** 2)
     stdev = deviation / math.sqrt(n)
     low, high = mu - _Z975 * stdev, mu + _Z975 * stdev
-    elo = elo_of_score(mu)
+    elo = elo_of_score(mu) + 0.0  # no "-0"
     # An interval end at a score of 0 or 1 is an infinite Elo: use the finite side's width.
     widths = ([elo - elo_of_score(low)] if low > 0 else []) + ([elo_of_score(high) - elo] if high < 1 else [])
     margin = sum(widths) / len(widths) if widths else math.inf
