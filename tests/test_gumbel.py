@@ -141,3 +141,33 @@ def test_batched_actors_search_independently():
     for board, move in zip(boards, result.moves):
         assert board.is_legal(int(move))
     assert result.visits.sum(axis=1).tolist() == [8] * 5
+
+
+@pytest.mark.parametrize("rescale", [True, False])
+def test_root_sigma_equals_sigma_on_the_considered_columns(rescale):
+    from azshogi.search.gumbel import root_sigma
+    from azshogi.search.tree import masked_softmax
+
+    rng = np.random.default_rng(0)
+    rows, width, m = 6, 40, 8
+    logits = rng.standard_normal((rows, width)).astype(np.float32)
+    legal = np.array([40, 30, 8, 5, 12, 40])
+    logits[np.arange(width)[None, :] >= legal[:, None]] = -np.inf
+    considered = np.zeros((rows, width), bool)
+    columns = np.zeros((rows, m), np.int64)
+    for r in range(rows):
+        columns[r] = np.concatenate([rng.permutation(legal[r])[:min(m, legal[r])], np.zeros(max(0, m - legal[r]), int)])
+        considered[r, columns[r, :min(m, legal[r])]] = True
+    visits = np.where(considered, rng.integers(0, 4, (rows, width)), 0).astype(np.float32)
+    visits[2] = np.where(considered[2], 3, 0)  # every legal action visited: v_mix not in the range
+    value_sum = visits * rng.uniform(-1, 1, (rows, width)).astype(np.float32)
+    node_value = rng.uniform(-1, 1, rows).astype(np.float32)
+    valid = np.isfinite(logits)
+    full = sigma(completed_q(logits, visits, value_sum, node_value), visits, valid, 50.0, 0.1, rescale)
+    in_play = np.arange(m)[None, :] < np.minimum(legal, m)[:, None]
+    prior = np.take_along_axis(masked_softmax(logits), columns, axis=1)
+    part = root_sigma(prior, np.take_along_axis(visits, columns, axis=1), np.take_along_axis(value_sum, columns, axis=1),
+                      node_value, in_play, legal > m, 50.0, 0.1, rescale)
+    expected = np.take_along_axis(full, columns, axis=1)
+    diff = np.abs(np.where(in_play, part - expected, 0))
+    assert diff.max() < 1e-4, (diff.max(axis=1), legal)

@@ -72,6 +72,32 @@ def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float,
     return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
 
 
+def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
+               in_play: np.ndarray, has_unconsidered: np.ndarray, c_visit: float, c_scale: float,
+               rescale: bool) -> np.ndarray:
+    """sigma(completed Q) on the root's considered columns only (R, m), equal to `sigma` of the
+    full row there: unvisited actions all take v_mix, which joins the min-max range whenever any
+    legal action (considered or not) is unvisited."""
+    visits = np.where(in_play, visits, 0.0)
+    visited = visits > 0
+    q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
+    total = visits.sum(axis=1)
+    prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
+    weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
+    v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
+    cq = np.where(visited, q, v_mix[:, None])
+    if rescale:
+        any_unvisited = has_unconsidered | (in_play & ~visited).any(axis=1)
+        low = np.where(in_play, cq, np.inf).min(axis=1)
+        high = np.where(in_play, cq, -np.inf).max(axis=1)
+        low = np.where(any_unvisited, np.minimum(low, v_mix), low)[:, None]
+        high = np.where(any_unvisited, np.maximum(high, v_mix), high)[:, None]
+        scaled = (cq - low) / np.maximum(high - low, 1e-8)
+    else:
+        scaled = (cq + 1.0) * 0.5
+    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
+
+
 class GumbelSearch:
     def __init__(self, evaluator: Evaluator, rules: Rules, num_actors: int, num_simulations: int = 32,
                  max_num_considered_actions: int = 16, c_visit: float = 50.0, c_scale: float = 0.1,
@@ -127,20 +153,36 @@ class GumbelSearch:
         considered = rank < num_considered[:, None]
         table = np.array([considered_visit_sequence(int(m), self.num_simulations) for m in num_considered])
         base = gumbel + root_logits  # fixed during the search (root logits do not change)
+        # Only the considered actions are ever visited at the root, so root selection works on
+        # those m columns (by rank) instead of the whole width.
+        m = int(num_considered.max())
+        columns = order[:, :m]
+        in_play = np.arange(m)[None, :] < num_considered[:, None]
+        base_c = np.where(in_play, np.take_along_axis(base, columns, axis=1), -np.inf)
+        log_z = np.log(np.exp(root_logits - root_logits.max(axis=1, keepdims=True)).sum(axis=1)) \
+            + root_logits.max(axis=1)
+        prior_c = np.where(in_play, np.exp(np.take_along_axis(root_logits, columns, axis=1) - log_z[:, None]), 0.0)
+        has_unconsidered = num_legal > num_considered
+        root_value = tree.node_value[actors, roots]
+
+        def select_root(act: np.ndarray) -> np.ndarray:
+            cols = columns[act]
+            visits = np.take_along_axis(tree.edge_visits[act, 0], cols, axis=1)
+            value_sum = np.take_along_axis(tree.edge_value_sum[act, 0], cols, axis=1)
+            sig = root_sigma(prior_c[act], visits, value_sum, root_value[act], in_play[act], has_unconsidered[act],
+                             self.c_visit, self.c_scale, self.rescale_values)
+            target = table[act, step][:, None]
+            choice = np.where(in_play[act] & (visits == target), base_c[act] + sig, -np.inf)
+            # Sequential halving always leaves an action at the target count; this guards
+            # against float drift only.
+            stuck = ~np.isfinite(choice.max(axis=1))
+            choice[stuck] = np.where(in_play[act], -visits, -np.inf)[stuck]
+            return cols[np.arange(len(act)), choice.argmax(axis=1)]
 
         def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
+            if depth == 0:
+                return select_root(act)
             logits, sig, visits, ok = self._scores(act, nodes)
-            if depth == 0:  # the tree may have grown wider than the root: use the root's columns
-                sig, visits = sig[:, :width], visits[:, :width]
-                target = table[act, step][:, None]
-                score = base[act] + sig
-                choice = np.where(considered[act] & (visits == target), score, -np.inf)
-                # Sequential halving always leaves an action at the target count; this guards
-                # against float drift only.
-                fallback = np.where(considered[act], -visits, -np.inf)
-                stuck = ~np.isfinite(choice.max(axis=1))
-                choice[stuck] = fallback[stuck]
-                return choice.argmax(axis=1)
             policy = masked_softmax(logits + sig)
             score = policy - visits / (1.0 + visits.sum(axis=1, keepdims=True))
             return np.where(ok, score, -np.inf).argmax(axis=1)
