@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -141,6 +141,23 @@ class LoopConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Matches inside the loop (azshogi/evaluation.py); games against each opponent."""
+
+    every: int = 5  # evaluate every this many checkpoints; 0 = never
+    games: int = 20  # games per opponent, colours alternating, all in flight at once
+    num_simulations: int = 0  # the evaluated model's simulations per move; 0 = search.num_simulations
+    opening_plies: int = 4  # uniformly random plies opening each pair of games, for variety
+    max_plies: int = 0  # a game reaching this ply is a draw; 0 = rules.max_plies
+    anchors: List[str] = field(default_factory=lambda: ["random", "greedy"])  # fixed opponents
+    previous: bool = True  # also play the last evaluated checkpoint (for the rating curve)
+    usi_engine: Optional[str] = None  # an external USI engine command as a further anchor
+    usi_options: Dict[str, str] = field(default_factory=dict)  # its setoption values
+    usi_go: str = "byoyomi 100"  # its go arguments
+    records_saved: int = 2  # games per match saved as CSA under logs/<run>/eval/
+
+
+@dataclass
 class BenchConfig:
     """azshogi-bench: how long to measure."""
 
@@ -176,6 +193,7 @@ class Config:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
 
@@ -242,6 +260,7 @@ def validate(cfg: Config) -> Config:
     _check(lp.max_checkpoints >= 0, "loop.max_checkpoints", "must be >= 0 (0 = no limit)", lp.max_checkpoints)
     _check(lp.keep_checkpoints >= 1, "loop.keep_checkpoints", "must be >= 1", lp.keep_checkpoints)
     _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)
+    _validate_eval(cfg.eval)
     b = cfg.bench
     _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
     _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
@@ -254,6 +273,19 @@ def validate(cfg: Config) -> Config:
     _check(pt.eval_every >= 1, "pretrain.eval_every", "must be >= 1", pt.eval_every)
     _check(pt.test_positions >= 1, "pretrain.test_positions", "must be >= 1", pt.test_positions)
     return cfg
+
+
+def _validate_eval(ev: EvalConfig) -> None:
+    _check(ev.every >= 0, "eval.every", "must be >= 0 (0 = off)", ev.every)
+    _check(ev.games >= 1, "eval.games", "must be >= 1", ev.games)
+    _check(ev.num_simulations >= 0, "eval.num_simulations", "must be >= 0 (0 = search.num_simulations)",
+           ev.num_simulations)
+    _check(ev.opening_plies >= 0, "eval.opening_plies", "must be >= 0", ev.opening_plies)
+    _check(ev.max_plies >= 0, "eval.max_plies", "must be >= 0 (0 = rules.max_plies)", ev.max_plies)
+    for anchor in ev.anchors:
+        _check(anchor in ("random", "greedy"), "eval.anchors", "allowed: random, greedy", list(ev.anchors))
+    _check(ev.records_saved >= 0, "eval.records_saved", "must be >= 0", ev.records_saved)
+    _check(bool(ev.usi_go.strip()), "eval.usi_go", "must not be empty (e.g. 'byoyomi 100')", ev.usi_go)
 
 
 def _check_data_files(paths: List[str], key: str) -> None:

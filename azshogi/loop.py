@@ -290,6 +290,12 @@ class Loop:
             f"{mean_len:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
             f"loss policy {tr.mean(tr.policy_loss):.3f} value {tr.mean(tr.value_loss):.3f} | "
             f"{rate:.0f} pos/s | reuse {phase_reuse:.2f} | {path.name}")
+        # --- evaluation hook (azshogi/evaluation.py): matches against anchors, TensorBoard eval/ ---
+        if cfg.eval.every and c.checkpoints % cfg.eval.every == 0:
+            from .evaluation import evaluate_checkpoint
+            evaluate_checkpoint(self.model, cfg, self.device, self.log_dir, c.checkpoints, c.train_steps,
+                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
+                                evaluator=self.evaluator)
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 

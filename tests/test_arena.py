@@ -1,0 +1,172 @@
+"""Matches: consistent counts, records that cshogi reads back, the command's JSON line, and
+external USI engines (fairy-stockfish, when installed; cshogi's match runner against ours)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cshogi
+import pytest
+from cshogi import CSA, KIF
+
+from azshogi import arena
+from azshogi.arena import Openings, play_match
+from azshogi.players import Choice, GreedyPlayer, Player, RandomPlayer, UsiPlayer, make_player, material_gain
+from azshogi.rules import Rules, Termination
+
+from play_helpers import torch_threads, make_tiny_checkpoint
+
+FAIRY = "/usr/games/fairy-stockfish"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with torch_threads(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("arena") / "tiny.pt")
+
+
+def replay(moves, start_sfen=None):
+    board = cshogi.Board(start_sfen) if start_sfen else cshogi.Board()
+    for m in moves:
+        board.push_usi(m)
+    return board
+
+
+def check_consistent(result, games):
+    assert result.wins + result.losses + result.draws == games == len(result.games)
+    assert [g.index for g in result.games] == list(range(games))
+    assert [g.a_is_black for g in result.games] == [i % 2 == 0 for i in range(games)]
+    for g in result.games:
+        board = replay(g.moves, g.start_sfen)  # every recorded move is legal
+        if g.termination == Termination.CHECKMATE:
+            assert board.is_game_over() and g.winner == 1 - board.turn
+        if g.winner is None:
+            assert g.termination in (Termination.MAX_PLIES, Termination.REPETITION)
+
+
+def test_greedy_beats_random_and_csa_records_read_back(tmp_path):
+    rules = Rules(max_plies=200)
+    result = play_match(GreedyPlayer(1), RandomPlayer(2), 6, rules=rules, in_flight=3, records_dir=tmp_path,
+                        progress=False)
+    check_consistent(result, 6)
+    assert result.wins >= 5  # material greed against random moves
+    for g in result.games:
+        (record,) = CSA.Parser.parse_file(str(tmp_path / f"game-{g.index:04d}.csa"))
+        assert [cshogi.move_to_usi(m) for m in record.moves] == g.moves
+        names = ("greedy", "random") if g.a_is_black else ("random", "greedy")
+        assert tuple(record.names) == names
+        if g.termination == Termination.CHECKMATE:
+            assert record.endgame == "%TORYO"
+            assert record.win == (cshogi.BLACK_WIN if g.winner == cshogi.BLACK else cshogi.WHITE_WIN)
+
+
+def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
+    rules = Rules(max_plies=24)
+    policy = make_player(f"policy:{checkpoint}", {}, rules=rules, dtype="fp32")
+    search = make_player(f"search:{checkpoint}", {"simulations": "4", "considered": "4"}, rules=rules,
+                         max_games=4, dtype="fp32")
+    calls = []
+    choose = search.choose
+    search.choose = lambda turns: calls.append(len(turns)) or choose(turns)
+    result = play_match(search, policy, 4, openings=Openings("random:6", seed=3), rules=rules, in_flight=4,
+                        records_dir=tmp_path, record_format="kif", progress=False)
+    check_consistent(result, 4)
+    assert max(calls) == 4  # all games in flight searched together
+    assert result.games[0].moves[:6] == result.games[1].moves[:6]  # a pair shares its opening
+    for g in result.games:
+        (record,) = [KIF.Parser.parse_file(str(tmp_path / f"game-{g.index:04d}.kif"))]
+        assert [cshogi.move_to_usi(m) for m in record.moves] == g.moves
+        if g.termination == Termination.MAX_PLIES:
+            assert len(g.moves) == 24
+
+
+def test_puct_search_player_with_virtual_loss(checkpoint):
+    rules = Rules(max_plies=10)
+    puct = make_player(f"search:{checkpoint}", {"kind": "puct", "simulations": "8", "leaves": "4"}, rules=rules,
+                       max_games=2, dtype="fp32")
+    assert puct.search.leaves_per_step == 4
+    result = play_match(puct, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
+    check_consistent(result, 2)
+    with pytest.raises(ValueError, match="unknown options"):
+        make_player(f"search:{checkpoint}", {"depth": "3"}, rules=rules, dtype="fp32")
+
+
+class Scripted(Player):
+    def __init__(self, answer):
+        self.answer, self.name = answer, "scripted-" + answer
+
+    def choose(self, turns):
+        return [Choice(self.answer) for _ in turns]
+
+
+@pytest.mark.parametrize("answer,reason", [("resign", "resigned"), ("win", "false impasse"),
+                                           ("7g7e", "illegal move"), ("P*5e", "illegal move")])
+def test_resign_false_declaration_and_illegal_moves_lose(answer, reason):
+    result = play_match(Scripted(answer), RandomPlayer(), 2, progress=False)
+    check_consistent(result, 2)
+    assert result.losses == 2
+    assert all(reason in g.reason for g in result.games)
+
+
+def test_impasse_declaration_from_an_opening_file(tmp_path):
+    openings = tmp_path / "openings.sfen"
+    openings.write_text("sfen +R+B+B+RK4/GGGG5/SSSS5/9/9/9/9/9/4k4 b 18P4N4L 1\n")
+    result = play_match(GreedyPlayer(), RandomPlayer(), 1, openings=Openings(f"file:{openings}"), progress=False)
+    (game,) = result.games
+    assert game.termination == Termination.IMPASSE and result.wins == 1 and game.moves == []
+
+
+def test_material_gain():
+    board = cshogi.Board("4k4/9/4p4/9/9/9/9/4R4/4K4 b - 1")
+    gains = {cshogi.move_to_usi(m): material_gain(m) for m in board.legal_moves}
+    assert gains["5h5c"] == 2.0  # a pawn off the board and into the hand
+    assert gains["5h5c+"] == 4.0  # ... and the rook promotes (+2)
+    assert gains["5h5d"] == 0.0
+
+
+def test_command_prints_summary_and_a_json_last_line(tmp_path, capsys):
+    arena.main(["greedy", "random", "--games", "4", "--in-flight", "2", "--records", str(tmp_path),
+                "--quiet", "--max-plies", "60", "--openings", "random:2"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    summary = json.loads(lines[-1])
+    assert {"games", "wins", "losses", "draws", "elo", "elo_margin", "los"} <= set(summary)
+    assert summary["games"] == 4 == summary["wins"] + summary["losses"] + summary["draws"]
+    assert any(line.startswith("Elo difference") for line in lines)
+    assert len(list(tmp_path.glob("game-*.csa"))) == 4
+    with pytest.raises(SystemExit):
+        arena.main(["greedy", "nobody", "--games", "2", "--quiet"])
+
+
+@pytest.mark.skipif(not Path(FAIRY).exists(), reason="fairy-stockfish is not installed")
+def test_external_usi_engine_player():
+    engine = UsiPlayer(FAIRY, {"UCI_Variant": "shogi", "Threads": "1"}, go="nodes 200")
+    try:
+        result = play_match(RandomPlayer(), engine, 2, rules=Rules(max_plies=40), progress=False)
+    finally:
+        engine.close()
+    check_consistent(result, 2)
+    assert "Fairy-Stockfish" in result.name_b
+    assert result.wins == 0
+
+
+@pytest.mark.skipif(not Path(FAIRY).exists(), reason="fairy-stockfish is not installed")
+def test_cshogi_match_runner_plays_our_engine(tmp_path, checkpoint):
+    launcher = tmp_path / "azshogi-engine"
+    subprocess.run([sys.executable, "-m", "azshogi.usi", str(checkpoint), "--make-launcher", str(launcher),
+                    "--option", "Dtype=fp32", "--option", "TimeMargin=50", "--option", "Threads=1"],
+                   check=True, capture_output=True)
+    records = tmp_path / "games.csa"
+    out = subprocess.run([sys.executable, "-m", "cshogi.cli", str(launcher), FAIRY, "--options2",
+                          "UCI_Variant:shogi,Threads:1", "--games", "2", "--byoyomi", "100", "--draw", "16",
+                          "--keep-process", "--csa", str(records), "--multi-csa"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "2 of 2 games finished" in out.stdout
+    games = CSA.Parser.parse_file(str(records))
+    assert len(games) == 2
+    assert {games[0].names[0], games[1].names[1]} == {"azshogi 0.1.0"}

@@ -1,0 +1,84 @@
+"""Evaluation inside the loop: matches, TensorBoard eval/ figures, the rating curve, the hook."""
+import json
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from azshogi.config import (ConfigError, EvalConfig, LoopConfig, ReplayConfig, RulesConfig, SelfPlayConfig,
+                            TrainConfig, register_configs, to_config)
+from azshogi.evaluation import evaluate_checkpoint
+from azshogi.loop import Loop
+from azshogi.network import build
+
+from play_helpers import torch_threads, tiny_config
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with torch_threads(1):
+        yield
+
+
+def scalars(log_dir):
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    cfg = tiny_config(rules=RulesConfig(max_plies=16), eval=EvalConfig(games=2, num_simulations=2, records_saved=1))
+    torch.manual_seed(0)
+    model = build(1, 16, 32).eval()
+    writer = SummaryWriter(str(tmp_path))
+    first = evaluate_checkpoint(model, cfg, torch.device("cpu"), tmp_path, 1, 10, writer, say=lambda s: None)
+    assert set(first.matches) == {"random", "greedy"}  # no previous model yet
+    assert first.rating == first.matches["random"].elo.elo
+    second = evaluate_checkpoint(model, cfg, torch.device("cpu"), tmp_path, 2, 20, writer, say=lambda s: None)
+    writer.close()
+    assert set(second.matches) == {"random", "greedy", "previous"}
+    assert second.rating == pytest.approx(first.rating + second.matches["previous"].elo.elo)
+    for match in second.matches.values():
+        assert match.wins + match.losses + match.draws == 2
+    figures = scalars(tmp_path)
+    for tag in ("eval/win_rate/random", "eval/elo/greedy", "eval/elo_margin/random", "eval/rating"):
+        assert [step for step, _ in figures[tag]] == [10, 20], tag
+    assert [step for step, _ in figures["eval/win_rate/previous"]] == [20]
+    history = json.loads((tmp_path / "eval" / "ratings.json").read_text())
+    assert [h["checkpoint"] for h in history] == [1, 2]
+    assert history[1]["matches"]["previous"]["games"] == 2
+    assert (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0000.csa").exists()
+    assert not (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0001.csa").exists()
+
+
+def test_the_loop_evaluates_every_n_checkpoints(tmp_path):
+    cfg = to_config(tiny_config(
+        run="evaluated", checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"),
+        selfplay=SelfPlayConfig(num_actors=2, write_hcpe3=False), rules=RulesConfig(max_plies=6),
+        replay=ReplayConfig(capacity=1000), train=TrainConfig(batch_size=4, warmup_steps=1),
+        loop=LoopConfig(positions_per_checkpoint=6, steps_per_checkpoint=1, max_checkpoints=2,
+                        selfplay_games_saved=0),
+        eval=EvalConfig(every=2, games=2, num_simulations=2, anchors=["greedy"], previous=False)))
+    Loop(cfg, show_progress=False).run()
+    history = json.loads((tmp_path / "logs" / "evaluated" / "eval" / "ratings.json").read_text())
+    assert [h["checkpoint"] for h in history] == [2]  # every=2: not after checkpoint 1
+    assert "eval/win_rate/greedy" in scalars(tmp_path / "logs" / "evaluated")
+
+
+def test_eval_config_group_composes_and_is_checked():
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="azshogi.conf", version_base="1.3"):
+        cfg = to_config(compose(config_name="config",
+                                overrides=["eval.games=8", "+eval.usi_options.UCI_Variant=shogi"]))
+        assert cfg.eval.games == 8 and cfg.eval.anchors == ["random", "greedy"]
+        assert cfg.eval.usi_options == {"UCI_Variant": "shogi"}
+        for bad, key in (["eval.games=0"], "eval.games"), (["eval.every=-1"], "eval.every"), \
+                         (["eval.anchors=[random,stockfish]"], "eval.anchors"):
+            with pytest.raises(ConfigError, match=key):
+                to_config(compose(config_name="config", overrides=bad))
+    GlobalHydra.instance().clear()

@@ -1,0 +1,156 @@
+"""The USI engine through a pipe, as a GUI drives it."""
+import time
+
+import cshogi
+import pytest
+
+from play_helpers import UsiSession, make_tiny_checkpoint
+
+MATE_IN_ONE = "4k4/9/4G4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
+IMPASSE = "+R+B+B+RK4/GGGG5/SSSS5/9/9/9/9/9/4k4 b 18P4N4L 1"  # black may declare (27 points)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("usi") / "tiny.pt")
+
+
+@pytest.fixture(scope="module")
+def engine(checkpoint):
+    """One engine process for the session tests (starting PyTorch takes seconds)."""
+    session = UsiSession(str(checkpoint), "--option", "Dtype=fp32", "--option", "TimeMargin=200",
+                         "--option", "Threads=1")
+    session.send("usi")
+    lines = session.until("usiok", 20)
+    assert lines[0].startswith("id name azshogi")
+    assert any(line.startswith(f"option name Checkpoint type filename default {checkpoint}") for line in lines)
+    for name in ("NodesPerMove", "BatchSize", "ResignThreshold", "DrawPly", "Temperature", "MateSearch"):
+        assert any(line.startswith(f"option name {name} ") for line in lines), name
+    session.send("isready")
+    session.until("readyok", 60)
+    session.send("usinewgame")
+    yield session
+    session.close()
+
+
+def bestmove(lines):
+    return lines[-1].split()[1]
+
+
+def legal_usi(moves):
+    board = cshogi.Board()
+    for m in moves:
+        board.push_usi(m)
+    return {cshogi.move_to_usi(m) for m in board.legal_moves}
+
+
+def test_position_with_moves_and_go_nodes(engine):
+    moves = ["7g7f", "3c3d", "2g2f"]
+    engine.send("position startpos moves " + " ".join(moves), "go nodes 30")
+    lines = engine.until("bestmove")
+    assert bestmove(lines) in legal_usi(moves)
+    info = [line for line in lines if line.startswith("info depth")][-1].split()
+    assert int(info[info.index("nodes") + 1]) == 30
+    assert info[info.index("score") + 1] == "cp"
+    assert "pv" in info and "nps" in info
+    assert any(line.startswith("info string win rate") for line in lines)
+    # The next move's search starts from the subtree kept from this one.
+    reply = bestmove(lines)
+    engine.send(f"position startpos moves {' '.join(moves)} {reply}", "go nodes 5")
+    lines = engine.until("bestmove")
+    assert any("reused" in line for line in lines)
+
+
+@pytest.mark.parametrize("go", ["byoyomi 300", "byoyomi 1000", "btime 0 wtime 0 byoyomi 500",
+                                "btime 2000 wtime 2000 byoyomi 200", "btime 1500 wtime 1500 binc 300 winc 300"])
+def test_answers_within_its_time(engine, go):
+    engine.send("position startpos moves 2g2f", f"go {go}")
+    start = time.monotonic()
+    lines = engine.until("bestmove", 10)
+    elapsed = time.monotonic() - start
+    words = dict(zip(go.split()[::2], map(int, go.split()[1::2])))
+    allowed = (words.get("wtime", 0) + words.get("byoyomi", 0) + words.get("winc", 0)) / 1000
+    assert elapsed < allowed - 0.05, (go, elapsed)
+    assert bestmove(lines) in legal_usi(["2g2f"])
+
+
+def test_go_infinite_runs_until_stop(engine):
+    engine.send("position startpos", "go infinite")
+    assert not any(line.startswith("bestmove") for line in engine.silent_for(1.5))
+    engine.send("stop")
+    assert bestmove(engine.until("bestmove", 5)) in legal_usi([])
+
+
+def test_ponder_then_ponderhit(engine):
+    engine.send("position startpos moves 7g7f 3c3d", "go ponder btime 0 wtime 0 byoyomi 400")
+    assert not any(line.startswith("bestmove") for line in engine.silent_for(0.8))
+    engine.send("ponderhit")
+    start = time.monotonic()
+    lines = engine.until("bestmove", 5)
+    assert time.monotonic() - start < 0.4
+    assert bestmove(lines) in legal_usi(["7g7f", "3c3d"])
+
+
+def test_bad_input_is_answered_and_the_engine_keeps_working(engine):
+    engine.send("hello world", "", "setoption name NodesPerMove value lots", "setoption name NoSuchOption value 1",
+                "go nodes -5")
+    errors = [line for line in engine.until("info string error: go", 5)]
+    assert any("NodesPerMove" in line for line in errors)
+    for bad, why in [("position startpos moves 7g7f 7g7f", "illegal"), ("position startpos moves 7g7f+", "illegal"),
+                     ("position startpos moves 9z9z", "not a USI move"), ("position sfen garbage", "SFEN"),
+                     ("position sfen lnsgkgsnl/9/9 b - 1", "9 ranks"),
+                     ("position sfen 9/9/9/9/9/9/9/9/9 b - 1", "king"),
+                     ("position sfen " + MATE_IN_ONE.replace(" b ", " x "), "side to move"),
+                     ("position", "startpos")]:
+        engine.send(bad)
+        line = engine.until("info string error", 5)[-1]
+        assert why in line, (bad, line)
+    # After a rejected position the engine resigns rather than guess a position...
+    engine.send("go nodes 5")
+    assert bestmove(engine.until("bestmove", 5)) == "resign"
+    # ...and plays again as soon as a valid one arrives.
+    engine.send("position startpos moves 7g7f", "go nodes 5")
+    assert bestmove(engine.until("bestmove", 5)) in legal_usi(["7g7f"])
+
+
+def test_mate_impasse_and_resign(engine):
+    engine.send(f"position sfen {MATE_IN_ONE}", "go byoyomi 1000")
+    lines = engine.until("bestmove", 5)
+    assert bestmove(lines) == "G*5b"
+    assert "score mate 1" in lines[-2]
+    engine.send(f"position sfen {IMPASSE}", "go byoyomi 1000")
+    assert bestmove(engine.until("bestmove", 5)) == "win"
+    engine.send("setoption name ResignThreshold value 1000", "position startpos", "go nodes 5")
+    assert bestmove(engine.until("bestmove", 5)) == "resign"
+    engine.send("setoption name ResignThreshold value 0", "go mate 1000")
+    assert engine.until("checkmate", 5)[-1] == "checkmate nomate"
+    engine.send(f"position sfen {MATE_IN_ONE}", "go mate 1000")
+    assert engine.until("checkmate", 5)[-1] == "checkmate G*5b"
+
+
+def test_gameover_and_quit_end_the_process(checkpoint):
+    session = UsiSession("--option", f"Checkpoint={checkpoint}", "--option", "Dtype=fp32", "--option", "Threads=1")
+    try:
+        session.send("usi", "isready")
+        session.until("readyok", 60)
+        session.send("position startpos", "go infinite")
+        time.sleep(0.3)
+        session.send("gameover lose", "quit")
+        assert session.proc.wait(timeout=10) == 0
+        assert not any(line.startswith("bestmove") for line in session.silent_for(0.2))
+    finally:
+        session.close()
+
+
+def test_without_a_checkpoint_it_still_answers():
+    session = UsiSession()
+    try:
+        session.send("usi", "isready")
+        lines = session.until("readyok", 30)
+        assert any("no checkpoint" in line for line in lines)
+        session.send("position startpos", "go byoyomi 100")
+        assert bestmove(session.until("bestmove", 10)) == "resign"
+        session.send("quit")
+        assert session.proc.wait(timeout=10) == 0
+    finally:
+        session.close()

@@ -1,0 +1,155 @@
+"""The engine's one-game search: PUCT over the shared tree, subtree reuse, root mate search,
+and the time budget of a move."""
+import cshogi
+import numpy as np
+import pytest
+import torch
+
+from azshogi.evaluator import LocalEvaluator
+from azshogi.network import build
+from azshogi.rules import Rules
+from azshogi.timeman import GoLimits, parse_go, plan
+from azshogi.usi_search import GameSearch, reroot, win_rate_to_cp
+
+from play_helpers import torch_threads
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with torch_threads(1):
+        yield
+
+
+@pytest.fixture
+def search():
+    torch.manual_seed(0)
+    evaluator = LocalEvaluator(build(1, 16, 32).eval(), torch.device("cpu"))
+    return GameSearch(evaluator, Rules(), max_tree_nodes=5000)
+
+
+def subtree(tree, node):
+    """{path of moves: (visits, value sum)} of every edge under `node` (a tree's shape)."""
+    out, stack = {}, [(node, ())]
+    while stack:
+        n, path = stack.pop()
+        for e in range(tree.num_edges[0, n]):
+            key = path + (int(tree.edge_move[0, n, e]),)
+            if tree.edge_visits[0, n, e]:
+                out[key] = (float(tree.edge_visits[0, n, e]), round(float(tree.edge_value_sum[0, n, e]), 4))
+            child = tree.edge_child[0, n, e]
+            if child >= 0:
+                stack.append((int(child), key))
+    return out
+
+
+def count_nodes(tree, node):
+    children = tree.edge_child[0, node, :tree.num_edges[0, node]]
+    return 1 + sum(count_nodes(tree, int(c)) for c in children if c >= 0)
+
+
+def test_reroot_keeps_exactly_the_subtree(search):
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    search.run(board, 0, lambda p: False, max_nodes=200)
+    tree = search.tree
+    edge = int(np.argmax(tree.edge_visits[0, 0, :tree.num_edges[0, 0]]))
+    child = int(tree.edge_child[0, 0, edge])
+    before = subtree(tree, child)
+    value = float(tree.node_value[0, child])
+    kept, nodes_before = count_nodes(tree, child), int(tree.num_nodes[0])
+    reroot(tree, 0, child)
+    assert subtree(tree, 0) == before
+    assert float(tree.node_value[0, 0]) == value
+    assert tree.num_nodes[0] == kept < nodes_before
+    # Every kept child index points inside the kept rows.
+    children = tree.edge_child[0, :tree.num_nodes[0]]
+    assert children.max() < tree.num_nodes[0]
+
+
+def test_reuse_follows_the_moves_played(search):
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    report = search.run(board, 0, lambda p: False, max_nodes=100)
+    first = cshogi.move_to_usi(report.pv[0])
+    second = cshogi.move_to_usi(report.pv[1])
+    board.push_usi(first)
+    board.push_usi(second)
+    reused = search.prepare(board, "", [first, second])
+    assert reused > 1
+    report = search.run(board, 2, lambda p: False, max_nodes=10)
+    assert report.tree_nodes == reused + 10
+    assert report.move in set(board.legal_moves)
+    # A position that does not continue the previous one starts a fresh tree.
+    fresh = cshogi.Board()
+    fresh.push_usi("2g2f")
+    assert search.prepare(fresh, "", ["2g2f"]) == 0
+
+
+def test_stops_when_asked_and_when_the_tree_is_full(search):
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    calls = []
+    report = search.run(board, 0, lambda p: calls.append(p) or p.nodes >= 7)
+    assert report.nodes == 7 and calls[-1].nodes == 7
+    assert report.move in set(board.legal_moves)
+    search.max_tree_nodes = 50
+    report = search.run(board, 0, lambda p: False)
+    assert search.tree.num_nodes[0] == 50
+
+
+def test_root_mate_search(search):
+    board = cshogi.Board("4k4/9/4G4/9/9/9/9/9/4K4 b G 1")
+    assert [cshogi.move_to_usi(m) for m in search.mate(board)] == ["G*5b"]
+    # Mate in 3 (no mate in 1): df-pn returns the whole line.
+    board = cshogi.Board("9/9/9/9/9/l8/6R2/6K2/7k1 b 2G 1")
+    assert not board.mate_move_in_1ply()
+    line = search.mate(board)
+    assert len(line) == 3
+    for move in line:
+        board.push(move)
+    assert board.is_game_over()
+    assert search.mate(cshogi.Board()) == []
+
+
+def test_win_rate_to_cp():
+    assert win_rate_to_cp(0.5) == 0
+    assert win_rate_to_cp(0.75) == -win_rate_to_cp(0.25) > 0
+    assert win_rate_to_cp(1.0) > 5000
+
+
+def test_time_plan():
+    assert plan(GoLimits(nodes=100), True, 0, 300) is None
+    assert plan(GoLimits(infinite=True), True, 0, 300) is None
+    byoyomi_only = plan(parse_go("btime 0 wtime 0 byoyomi 1000".split()), True, 10, 300)
+    assert byoyomi_only.target == byoyomi_only.limit == pytest.approx(0.7)
+    with_main = plan(parse_go("btime 60000 wtime 1000 byoyomi 1000".split()), True, 10, 300)
+    assert 0.7 < with_main.target < with_main.limit <= 60.7
+    assert plan(parse_go("btime 60000 wtime 1000 byoyomi 1000".split()), False, 11, 300).limit == pytest.approx(1.7)
+    sudden_death = plan(parse_go("btime 10000 wtime 10000".split()), True, 0, 300)
+    assert sudden_death.limit <= 2.5 and sudden_death.target < sudden_death.limit
+    increment = plan(parse_go("btime 0 wtime 0 binc 2000 winc 2000".split()), True, 0, 300)
+    assert increment.limit == pytest.approx(1.7)
+    assert plan(parse_go("byoyomi 100".split()), True, 0, 300).target == pytest.approx(0.01)  # min think
+    with pytest.raises(ValueError):
+        parse_go("nodes lots".split())
+
+
+def test_batched_leaves_with_virtual_loss_leave_clean_statistics():
+    torch.manual_seed(0)
+    evaluator = LocalEvaluator(build(1, 16, 32).eval(), torch.device("cpu"))
+    search = GameSearch(evaluator, Rules(), batch_size=8)
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    report = search.run(board, 0, lambda p: False, max_nodes=100)
+    assert report.nodes == 100 and evaluator.stats.calls < 40  # 8 leaves per forward pass
+    tree = search.tree
+    n = int(tree.num_nodes[0])
+    visits, values = tree.edge_visits[0, :n], tree.edge_value_sum[0, :n]
+    assert visits[0].sum() == 100  # every virtual loss was taken back
+    assert (np.abs(values) <= visits + 1e-4).all()
+    # A child's visits are its parent edge's visits, minus the one that expanded it.
+    for node in range(n):
+        for e in range(tree.num_edges[0, node]):
+            child = tree.edge_child[0, node, e]
+            if child >= 0 and not tree.node_terminal[0, child]:
+                assert visits[child].sum() == visits[node, e] - 1
