@@ -7,7 +7,7 @@ receives these dataclasses (via `to_config`), never a raw DictConfig.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
@@ -310,6 +310,19 @@ def to_plain(cfg: Config) -> dict:
     return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
 
 
+def _known_keys(data: dict, schema) -> dict:
+    """`data` without the keys `schema` (a dataclass type) no longer has, at any depth."""
+    names = {f.name: f for f in fields(schema)}
+    out = {}
+    for key, value in data.items():
+        if key not in names:
+            continue
+        sub = names[key].default_factory if names[key].default_factory is not MISSING else None
+        out[key] = _known_keys(value, sub) if isinstance(value, dict) and is_dataclass(sub) else value
+    return out
+
+
 def from_plain(data: dict) -> Config:
-    """Inverse of `to_plain` (for a checkpoint's saved config)."""
-    return to_config(OmegaConf.merge(OmegaConf.structured(Config), data))
+    """Inverse of `to_plain` (for a checkpoint's saved config). Settings that a later azshogi
+    removed are ignored, so older checkpoints stay readable."""
+    return to_config(OmegaConf.merge(OmegaConf.structured(Config), _known_keys(data, Config)))

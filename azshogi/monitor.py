@@ -20,6 +20,7 @@ from tqdm import tqdm
 from .rules import Termination
 
 log = logging.getLogger("azshogi")
+PROGRESS_LINE_SECONDS = 60.0
 
 
 def setup_logging(log_dir: Path) -> logging.Handler:
@@ -91,6 +92,9 @@ class Monitor:
         self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
         self.show_progress = show_progress and sys.stderr.isatty()
         self.bar: Optional[tqdm] = None
+        # Without a terminal (nohup, a service) progress goes to the log once a minute instead.
+        self.quiet_progress = show_progress and not self.show_progress
+        self._last_line = time.monotonic()
 
     # --- console ---
     def start_bar(self, description: str, total: int, unit: str, initial: int = 0) -> None:
@@ -103,6 +107,11 @@ class Monitor:
             self.bar.update(n)
             if postfix:
                 self.bar.set_postfix(postfix, refresh=False)
+            if self.quiet_progress and time.monotonic() - self._last_line >= PROGRESS_LINE_SECONDS:
+                self._last_line = time.monotonic()
+                extra = ", ".join(f"{k} {v}" for k, v in postfix.items())
+                self.say(f"{self.bar.desc}: {self.bar.n:,}/{self.bar.total:,} {self.bar.unit}"
+                         + (f" ({extra})" if extra else ""))
 
     def close_bar(self) -> None:
         if self.bar is not None:

@@ -44,3 +44,16 @@ def test_corrupt_checkpoint_names_the_file(tmp_path):
         ckpt.load(bad)
     with pytest.raises(ckpt.CheckpointError, match="not found"):
         ckpt.load(tmp_path / "missing.pt")
+
+
+def test_a_checkpoint_with_a_removed_setting_still_loads(tmp_path):
+    from azshogi.config import Config, to_plain
+    from azshogi.network import build
+
+    config = to_plain(Config())
+    config["search"]["temperature_plies"] = 30  # a key older versions wrote
+    config["no_longer_a_section"] = {"x": 1}
+    config["model"].update(blocks=1, channels=8, value_hidden=8)
+    torch.save({"model": build(1, 8, 8).state_dict(), "config": config}, tmp_path / "old.pt")
+    model, cfg = ckpt.load_model(tmp_path / "old.pt")
+    assert cfg.model.channels == 8 and cfg.search.num_simulations == 32
