@@ -23,6 +23,17 @@ def fail(program: str, message: str) -> None:
     sys.exit(2)
 
 
+def key_values(pairs, program: str) -> dict:
+    """{KEY: VALUE} from command-line items 'KEY=VALUE'; a malformed item stops the program."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"{program}: an option is KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
 def hydra_command(program: str, body: Callable[[Config], object]) -> Callable[[], None]:
     """A console-script main() running `body(config)` on azshogi's Hydra config."""
 

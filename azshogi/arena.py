@@ -15,12 +15,13 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import cshogi
 import numpy as np
 from tqdm import tqdm
 
+from .app import key_values
 from .elo import EloEstimate, estimate
 from .players import Choice, Player, Turn, UsiError, make_player
 from .positions import PositionError, board_after, read_openings
@@ -273,16 +274,6 @@ def _write_record(directory: Path, game: GameResult, name_a: str, name_b: str, f
 
 # --- the azshogi-arena command ---
 
-def _options(pairs: Optional[Sequence[str]]) -> dict:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"azshogi-arena: an option is KEY=VALUE, got {pair!r}")
-        out[key] = value
-    return out
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="azshogi-arena",
@@ -313,8 +304,9 @@ def main(argv=None) -> None:
     players: list[Player] = []
     try:
         for spec, opts, offset in ((args.player_a, args.a_option, 0), (args.player_b, args.b_option, 1)):
-            players.append(make_player(spec, _options(opts), rules=rules, max_games=args.in_flight,
-                                       seed=args.seed * 2 + offset, device=args.device, dtype=args.dtype))
+            players.append(make_player(spec, key_values(opts, "azshogi-arena"), rules=rules,
+                                       max_games=args.in_flight, seed=args.seed * 2 + offset, device=args.device,
+                                       dtype=args.dtype))
         if players[0].name == players[1].name:
             players[1].name += "-2"
         openings = Openings(args.openings, args.seed)

@@ -26,6 +26,7 @@ from typing import Callable, Optional, TextIO
 import cshogi
 
 from . import __version__
+from .app import key_values
 from .positions import PositionError, board_after, parse_position
 from .timeman import GoLimits, TimePlan, parse_go, plan
 
@@ -431,16 +432,6 @@ class UsiEngine:
 
 # --- the command line ---
 
-def _parse_options(pairs) -> dict:
-    options = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"azshogi-usi: --option takes NAME=VALUE, got {pair!r}")
-        options[name] = value
-    return options
-
-
 def write_launcher(checkpoint: str, out: str, options: dict) -> Path:
     """Writes an executable that starts this engine on `checkpoint` with `options`: a shell
     script, or a .bat/.cmd file on Windows. GUIs register engines as executables."""
@@ -467,7 +458,7 @@ def main(argv=None) -> None:
                         help="write an executable script OUT that starts this engine on CHECKPOINT, then exit")
     parser.add_argument("--list-options", action="store_true", help="print the options and exit")
     args = parser.parse_args(argv)
-    options = _parse_options(args.option)
+    options = key_values(args.option, "azshogi-usi")
     if args.list_options:
         for o in OPTIONS:
             print(f"{o.name:18} {o.kind:8} default {o.default!r:10} {o.help}")

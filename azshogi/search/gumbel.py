@@ -49,14 +49,19 @@ def completed_q(logits: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
     logits, visits, value_sum: (R, K) (logits -inf on padding); node_value: (R,) network value.
     v_mix = (v + N / sum_{b visited} pi(b) * sum_{b visited} pi(b) q(b)) / (1 + N), N = sum visits.
     """
-    prior = masked_softmax(logits)
+    return mixed_q(masked_softmax(logits), visits, value_sum, node_value)[0]
+
+
+def mixed_q(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
+            node_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(completed Q (R, K), v_mix (R,)) from prior probabilities instead of logits."""
     visited = visits > 0
     q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
     total = visits.sum(axis=1)
     prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
     weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
     v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
-    return np.where(visited, q, v_mix[:, None]).astype(np.float32)
+    return np.where(visited, q, v_mix[:, None]).astype(np.float32), v_mix
 
 
 def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float, c_scale: float,
@@ -80,12 +85,7 @@ def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, nod
     legal action (considered or not) is unvisited."""
     visits = np.where(in_play, visits, 0.0)
     visited = visits > 0
-    q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
-    total = visits.sum(axis=1)
-    prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
-    weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
-    v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
-    cq = np.where(visited, q, v_mix[:, None])
+    cq, v_mix = mixed_q(prior, visits, value_sum, node_value)
     if rescale:
         any_unvisited = has_unconsidered | (in_play & ~visited).any(axis=1)
         low = np.where(in_play, cq, np.inf).min(axis=1)
