@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 import cshogi
 import numpy as np
 
+from .dlshogi_data import EVAL_SCALE
 from . import features
 from .rules import Rules
 
@@ -295,7 +296,7 @@ def win_rate_of_info(info: Optional[str]) -> Optional[float]:
     if kind == "mate":
         return 0.0 if value.startswith("-") else 1.0
     try:
-        return float(1.0 / (1.0 + np.exp(-int(value) / 756.0864962951762)))
+        return float(1.0 / (1.0 + np.exp(-int(value) / EVAL_SCALE)))
     except ValueError:
         return None
 

@@ -19,13 +19,14 @@ from typing import Callable, Optional, Sequence
 import cshogi
 import numpy as np
 
+from .dlshogi_data import EVAL_SCALE
 from .evaluator import Evaluator
 from .rules import Rules
 from .search.simulator import Simulator
 from .search.tree import Tree, masked_softmax
 
 # dlshogi's conversion between win rate and centipawns (score = 756 * logit(win rate)).
-CP_PER_LOGIT = 756.0864962951762
+CP_PER_LOGIT = EVAL_SCALE
 # A slow rate of cshogi's df-pn (measured: 100k nodes took up to 0.5 s in random middle games).
 DFPN_NODES_PER_SECOND = 200_000
 
