@@ -231,11 +231,11 @@ class Loop:
         while c.positions_since_checkpoint < target and not self.stop_requested:
             finished = self.selfplay.step()
             stats.moves_played += len(self.selfplay.actors)
+            before = c.positions_since_checkpoint
             for game in finished:
                 self.replay.add_game(game.record)
                 if self.hcpe3 is not None:
                     self.hcpe3.add(game)
-                before = c.positions_since_checkpoint
                 c.games += 1
                 c.positions += game.length
                 c.positions_since_checkpoint += game.length
@@ -244,8 +244,8 @@ class Loop:
                     games_dir.mkdir(parents=True, exist_ok=True)
                     write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
                               game.moves, game.termination, ("azshogi", "azshogi"))
-                self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
-                                     games=stats.games, pos_s=f"{stats.moves_played / timer.elapsed():.0f}")
+            self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
+                                 games=stats.games, pos_s=f"{stats.moves_played / timer.elapsed():.0f}")
         stats.seconds = timer.elapsed()
         stats.nn_calls = ev.calls - ev0[0]
         stats.nn_positions = ev.positions - ev0[1]
