@@ -98,6 +98,7 @@ class InferenceConfig:
 @dataclass
 class SelfPlayConfig:
     num_actors: int = 128  # games in flight, searched together with batched forward passes
+    search_threads: int = 1  # actor groups searched in parallel threads (2: search overlaps inference)
     write_hcpe3: bool = True  # also write finished games as dlshogi hcpe3 under logs/<run>/hcpe3/
 
 
@@ -239,6 +240,8 @@ def validate(cfg: Config) -> Config:
            "rules.mate_adjudication_plies", "must be 0 (off) or an odd number of plies",
            r.mate_adjudication_plies)
     _check(sp.num_actors >= 1, "selfplay.num_actors", "must be >= 1", sp.num_actors)
+    _check(1 <= sp.search_threads <= sp.num_actors, "selfplay.search_threads", "must be in [1, num_actors]",
+           sp.search_threads)
     _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)

@@ -6,6 +6,7 @@ inference server. Every evaluator counts its calls, positions and seconds for `p
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -74,6 +75,7 @@ class LocalEvaluator:
         self.model, self.device, self.dtype = model, device, dtype
         self.net = InferenceNet(model, device, dtype, **inference_options)
         self.stats = EvalStats()
+        self.lock = threading.Lock()  # search threads take turns on the network
 
     def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         if self.device.type != "cuda":
@@ -83,6 +85,10 @@ class LocalEvaluator:
                      for planes in (features.FEATURES1_PLANES, features.FEATURES2_PLANES))
 
     def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with self.lock:
+            return self._evaluate(features1, features2)
+
+    def _evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         start = time.perf_counter()
         x1 = torch.from_numpy(features1).to(self.device, non_blocking=True)
         x2 = torch.from_numpy(features2).to(self.device, non_blocking=True)

@@ -80,7 +80,7 @@ def build_components(cfg: Config) -> Components:
     max_batch = cfg.selfplay.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
     evaluator = make_evaluator(model, device, cfg.inference, max_batch)
     rules = rules_of(cfg)
-    search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors)
+    search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors, cfg.selfplay.search_threads)
     selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
     return Components(device, model, evaluator, search, selfplay, np.random.default_rng(train_seed))
 

@@ -141,3 +141,8 @@ def test_loop_runs_with_puct(tiny_config):
     counters = train(tiny_config("search=puct", "search.num_simulations=8", "search.leaves_per_step=4",
                                  "loop.max_checkpoints=1"), show_progress=False)
     assert counters.checkpoints == 1 and counters.positions >= 60
+
+
+def test_loop_runs_with_two_search_threads(tiny_config):
+    counters = train(tiny_config("selfplay.search_threads=2", "loop.max_checkpoints=1"), show_progress=False)
+    assert counters.checkpoints == 1 and counters.positions >= 60

@@ -153,3 +153,20 @@ def test_puct_never_chooses_illegal_labels():
         assert board.is_legal(int(result.moves[i]))
         n = result.num_edges[i]
         assert result.policy[i, :n].sum() == pytest.approx(1.0) and result.policy[i, n:].sum() == 0
+
+
+@pytest.mark.parametrize("kind", ["gumbel", "puct"])
+def test_threaded_groups_choose_what_one_group_chooses(kind, tiny_net):
+    from azshogi.search import ThreadedSearch
+
+    evaluator = rowwise_network(tiny_net)
+    boards = random_positions(7, seed=12, max_plies=50)
+    plies = np.arange(7, dtype=np.int64)
+    one = make(kind, evaluator, 7).run(boards, plies, [np.random.default_rng(i) for i in range(7)])
+    threaded = ThreadedSearch(lambda n: make(kind, evaluator, n), 7, threads=3)
+    split = threaded.run(boards, plies, [np.random.default_rng(i) for i in range(7)])
+    assert np.array_equal(one.moves, split.moves)
+    for i in range(7):
+        n = one.num_edges[i]
+        assert np.array_equal(one.visits[i, :n], split.visits[i, :n])
+    assert [b.sfen() for b in boards] == [b.sfen() for b in random_positions(7, seed=12, max_plies=50)]

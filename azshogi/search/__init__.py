@@ -7,12 +7,17 @@ from ..rules import Rules
 from .gumbel import GumbelSearch, considered_visit_sequence
 from .puct import PuctSearch
 from .result import SearchResult
+from .threaded import ThreadedSearch
 
-__all__ = ["GumbelSearch", "PuctSearch", "SearchResult", "considered_visit_sequence", "make_search"]
+__all__ = ["GumbelSearch", "PuctSearch", "SearchResult", "ThreadedSearch", "considered_visit_sequence",
+           "make_search"]
 
 
-def make_search(config: SearchConfig, evaluator: Evaluator, rules: Rules, num_actors: int):
-    """The configured search family for `num_actors` games searched together."""
+def make_search(config: SearchConfig, evaluator: Evaluator, rules: Rules, num_actors: int, threads: int = 1):
+    """The configured search family for `num_actors` games searched together; with threads > 1,
+    that many actor groups searched in parallel threads (see threaded.py)."""
+    if threads > 1:
+        return ThreadedSearch(lambda n: make_search(config, evaluator, rules, n), num_actors, threads)
     if config.kind == SearchKind.gumbel:
         return GumbelSearch(evaluator, rules, num_actors, num_simulations=config.num_simulations,
                             max_num_considered_actions=config.max_num_considered_actions,
