@@ -101,16 +101,20 @@ class Monitor:
         self.close_bar()
         self.bar = tqdm(total=total, initial=initial, desc=description, unit=unit, leave=False,
                         disable=not self.show_progress, dynamic_ncols=True)
+        # A disabled bar keeps no description or count: the quiet progress lines keep their own.
+        self.phase = {"description": description, "done": initial, "total": total, "unit": unit}
 
     def advance(self, n: int, **postfix) -> None:
         if self.bar is not None:
             self.bar.update(n)
             if postfix:
                 self.bar.set_postfix(postfix, refresh=False)
+            p = self.phase
+            p["done"] += n
             if self.quiet_progress and time.monotonic() - self._last_line >= PROGRESS_LINE_SECONDS:
                 self._last_line = time.monotonic()
                 extra = ", ".join(f"{k} {v}" for k, v in postfix.items())
-                self.say(f"{self.bar.desc}: {self.bar.n:,}/{self.bar.total:,} {self.bar.unit}"
+                self.say(f"{p['description']}: {p['done']:,}/{p['total']:,} {p['unit']}"
                          + (f" ({extra})" if extra else ""))
 
     def close_bar(self) -> None:

@@ -146,3 +146,11 @@ def test_loop_runs_with_puct(tiny_config):
 def test_loop_runs_with_two_search_threads(tiny_config):
     counters = train(tiny_config("selfplay.search_threads=2", "loop.max_checkpoints=1"), show_progress=False)
     assert counters.checkpoints == 1 and counters.positions >= 60
+
+
+def test_progress_lines_without_a_terminal(tiny_config, tmp_path, monkeypatch):
+    # Under pytest stderr is not a terminal: progress goes to the log as lines, here at every step.
+    monkeypatch.setattr("azshogi.monitor.PROGRESS_LINE_SECONDS", 0.0)
+    train(tiny_config("loop.max_checkpoints=1"), show_progress=True)
+    log = (tmp_path / "logs" / "t" / "azshogi.log").read_text()
+    assert "self-play → checkpoint 1:" in log and "training → checkpoint 1:" in log
