@@ -8,7 +8,8 @@ Player specs on the command line:
     random | greedy | policy:CHECKPOINT | search:CHECKPOINT | usi:"COMMAND [ARGS]"
 
 with options `KEY=VALUE`: search `simulations`, `kind` (gumbel or puct; default: the
-checkpoint's), `considered` (Gumbel's m), `leaves` (PUCT's leaves per forward pass), `resign` (a
+checkpoint's), `considered` (Gumbel's m), `leaves` (PUCT's leaves per forward pass), `mate` (plies
+of the root mate search, default 3, 0 = off), `resign` (a
 win rate); policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`), `name` and anything else as
 `setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.
 """
@@ -28,7 +29,7 @@ import numpy as np
 
 from .dlshogi_data import EVAL_SCALE
 from . import features
-from .rules import Rules
+from .rules import Rules, mate_move
 
 
 @dataclass
@@ -141,7 +142,7 @@ class PolicyPlayer(Player):
         self.name = name
 
     def choose(self, turns):
-        out: list[Optional[Choice]] = [self._declaration(t) for t in turns]
+        out: list[Optional[Choice]] = [self._declaration(t) or self._mate(t) for t in turns]
         rows = [i for i, c in enumerate(out) if c is None]
         if rows:
             f1, f2 = self.evaluator.allocate(len(rows))
@@ -166,15 +167,16 @@ class SearchPlayer(Player):
     """A network with the configured tree search (the loop's `make_search`), all turns searched
     together. It plays to win: no Dirichlet noise and no sampling by visit counts (the variety of
     a match comes from its openings; Gumbel's root sampling stays, being part of the search).
-    Resigns when its root win rate falls below `resign` (0 = never)."""
+    Resigns when its root win rate falls below `resign` (0 = never). A mate within `mate_plies`
+    found by cshogi's mate search at the root is played at once (0 = off)."""
 
     def __init__(self, evaluator, search_config, rules: Rules, max_games: int, seed: int = 0,
-                 resign: float = 0.0, name: str = "search"):
+                 resign: float = 0.0, name: str = "search", mate_plies: int = 3):
         from .search import PuctSearch, make_search
 
         self.search = make_search(search_config, evaluator, rules, max_games)
         self.noise_option = {"noise": False} if isinstance(self.search, PuctSearch) else {}
-        self.rules, self.resign, self.name = rules, resign, name
+        self.rules, self.resign, self.name, self.mate_plies = rules, resign, name, mate_plies
         self.impasse_law = rules.impasse_law
         self.seed = seed
         self.rngs: dict[int, np.random.Generator] = {}  # one stream per game: results do not
@@ -184,7 +186,7 @@ class SearchPlayer(Player):
         self.rngs[game] = np.random.default_rng([self.seed, game])
 
     def choose(self, turns):
-        out: list[Optional[Choice]] = [self._declaration(t) for t in turns]
+        out: list[Optional[Choice]] = [self._declaration(t) or self._mate(t) for t in turns]
         rows = [i for i, c in enumerate(out) if c is None]
         if rows:
             rngs = [self.rngs.setdefault(turns[i].game, np.random.default_rng([self.seed, turns[i].game]))
@@ -197,6 +199,11 @@ class SearchPlayer(Player):
                 move = "resign" if win_rate < self.resign else cshogi.move_to_usi(int(result.moves[r]))
                 out[i] = Choice(move, win_rate)
         return out
+
+
+    def _mate(self, turn) -> Optional[Choice]:
+        move = mate_move(turn.board, self.mate_plies)
+        return Choice(cshogi.move_to_usi(move), 1.0) if move else None
 
 
 class UsiError(RuntimeError):
@@ -373,9 +380,10 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
         if "leaves" in options:
             search_config.leaves_per_step = int(options.pop("leaves"))
         resign = float(options.pop("resign", 0.0))
+        mate_plies = int(options.pop("mate", 3))
         if options:
             raise ValueError(f"player {spec!r}: unknown options {sorted(options)}")
-        return SearchPlayer(evaluator, search_config, rules, max_games, seed, resign, label)
+        return SearchPlayer(evaluator, search_config, rules, max_games, seed, resign, label, mate_plies)
     if kind == "usi":
         if not arg:
             raise ValueError("player usi: give the engine command, e.g. usi:/usr/games/fairy-stockfish")

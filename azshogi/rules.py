@@ -72,14 +72,18 @@ def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Op
     return None
 
 
-def has_mate(board: cshogi.Board, plies: int) -> bool:
-    """Whether the side to move mates within `plies` (odd). False while in check: cshogi's mate
-    searches assume the attacker is not in check (as dlshogi's use of them does)."""
-    if board.is_check():
-        return False
+def mate_move(board: cshogi.Board, plies: int) -> int:
+    """The first move of a mate within `plies` (odd) for the side to move, or 0. Always 0 while
+    in check: cshogi's mate searches assume the attacker is not in check (as dlshogi uses them)."""
+    if plies <= 0 or board.is_check():
+        return 0
     if plies <= 1:
-        return bool(board.mate_move_in_1ply())
-    return bool(board.mate_move(plies))
+        return board.mate_move_in_1ply()
+    return board.mate_move(plies)
+
+
+def has_mate(board: cshogi.Board, plies: int) -> bool:
+    return bool(mate_move(board, plies))
 
 
 def winner(turn: int, value: int) -> Optional[int]:

@@ -170,3 +170,17 @@ def test_cshogi_match_runner_plays_our_engine(tmp_path, checkpoint):
     games = CSA.Parser.parse_file(str(records))
     assert len(games) == 2
     assert {games[0].names[0], games[1].names[1]} == {"azshogi 0.1.0"}
+
+
+def test_search_player_plays_a_mate_found_at_the_root():
+    import cshogi
+    from azshogi.config import SearchConfig
+    from azshogi.players import SearchPlayer, Turn
+    from azshogi.rules import Rules
+    from conftest import uniform_evaluator
+
+    board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
+    player = SearchPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)
+    player.new_game(0)
+    (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
+    assert choice.move == "G*5b"
