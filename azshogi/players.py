@@ -142,7 +142,7 @@ class PolicyPlayer(Player):
         self.name = name
 
     def choose(self, turns):
-        out: list[Optional[Choice]] = [self._declaration(t) or self._mate(t) for t in turns]
+        out: list[Optional[Choice]] = [self._declaration(t) for t in turns]
         rows = [i for i, c in enumerate(out) if c is None]
         if rows:
             f1, f2 = self.evaluator.allocate(len(rows))
