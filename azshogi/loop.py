@@ -304,7 +304,9 @@ class Loop:
             return None
 
         def handle(signum, frame):
-            if self.stop_requested:  # a second Ctrl-C: stop at once, without a checkpoint
+            # A second Ctrl-C stops at once, without a checkpoint. SIGTERM may well come twice
+            # (GNU timeout signals the child and then its process group): one request.
+            if self.stop_requested and signum == signal.SIGINT:
                 raise KeyboardInterrupt
             self.stop_requested = True
             log.info("signal %s: stopping after the current step", signum)
