@@ -51,11 +51,11 @@ def selfplay_window(selfplay, seconds: float) -> dict:
 
 
 def run(cfg: Config, out=sys.stdout) -> dict:
-    from .loop import build_components
+    from .loop import build_components, selfplay_batch
 
     parts = build_components(cfg)
     selfplay, evaluator = parts.selfplay, parts.evaluator
-    batch = cfg.selfplay.num_actors
+    batch = selfplay_batch(cfg)  # the forward passes alone run at self-play's batch size
     features1, features2 = evaluator.allocate(batch)
     from . import features as feats
     import cshogi
@@ -77,7 +77,9 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     median = statistics.median
     nn = median(nn_rates)
     sp = {k: median(r[k] for r in sp_runs) for k in sp_runs[0]}
-    shares = {k: median(r[k] / r["wall"] for r in sp_runs) for k in ("search", "features", "inference", "other")}
+    # With several search threads their times overlap and a split of the wall time is meaningless.
+    shares = {k: median(r[k] / r["wall"] for r in sp_runs) for k in ("search", "features", "inference", "other")} \
+        if cfg.selfplay.search_threads == 1 else {}
     result = {
         "model": f"{cfg.model.blocks}x{cfg.model.channels}",
         "device": str(parts.device),
@@ -97,13 +99,14 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     }
     print(f"\n{'model':<26}{result['model']} on {result['device']} ({result['dtype']}, "
           f"{result['threads']} threads)", file=out)
-    print(f"{'batch / actors':<26}{batch}", file=out)
+    print(f"{'batch, actors':<26}{batch}, {cfg.selfplay.num_actors}", file=out)
     print(f"{'search':<26}{result['search']}, {result['simulations']} simulations", file=out)
     print(f"{'network alone':<26}{nn:,.0f} positions/s (median of {b.repeats})", file=out)
     print(f"{'self-play':<26}{sp['positions_per_s']:,.1f} positions/s, {sp['nn_evals_per_s']:,.0f} "
           f"network evaluations/s", file=out)
     print(f"{'efficiency':<26}{result['efficiency']:.3f}", file=out)
-    print("self-play time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), file=out)
+    if shares:
+        print("self-play time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), file=out)
     print(json.dumps(result), file=out)
     return result
 

@@ -22,7 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from . import checkpoint as ckpt
-from .config import Config, ConfigError, from_plain, to_plain
+from .config import Config, ConfigError, SearchKind, from_plain, to_plain
 from .dlshogi_data import Hcpe3Writer, seed_buffer
 from .evaluator import LocalEvaluator, make_evaluator, resolve_device
 from .monitor import Monitor, SelfPlayStats, Timer, TrainStats, setup_logging, log
@@ -53,6 +53,13 @@ class Counters:
         return self.samples_trained / max(1, self.positions)
 
 
+def selfplay_batch(cfg: Config) -> int:
+    """Positions in a self-play forward pass: one leaf per actor of a search group, or several
+    with PUCT's virtual loss."""
+    group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
+    return group * (cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1)
+
+
 def rules_of(cfg: Config) -> Rules:
     return Rules(cfg.rules.max_plies, cfg.rules.impasse_rule, cfg.rules.mate_adjudication_plies)
 
@@ -76,9 +83,7 @@ def build_components(cfg: Config) -> Components:
     torch.manual_seed(cfg.seed)
     train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
-    # Leaves of all actors per forward pass (PUCT sends several per tree).
-    max_batch = cfg.selfplay.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
-    evaluator = make_evaluator(model, device, cfg.inference, max_batch)
+    evaluator = make_evaluator(model, device, cfg.inference, selfplay_batch(cfg))
     rules = rules_of(cfg)
     search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors, cfg.selfplay.search_threads)
     selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
