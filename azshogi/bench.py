@@ -31,26 +31,26 @@ def forward_window(evaluator, features1, features2, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def selfplay_window(selfplay, seconds: float) -> dict:
-    """Self-play for `seconds`; positions and network evaluations per second, time split."""
-    ev, sim = selfplay.search.simulator.evaluator.stats, selfplay.search.simulator
-    ev0, sim0, leaf0 = (ev.positions, ev.seconds), sim.seconds, sim.leaf_seconds
-    positions, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        selfplay.step()
-        positions += len(selfplay.actors)
+def selfplay_window(driver, seconds: float) -> dict:
+    """Self-play for `seconds` (then pauses); positions and network evaluations per second,
+    the time split of a searching process, forward passes and positions evaluated."""
+    before, start = driver.counters(), time.perf_counter()
+    for _ in driver.play(until=lambda: time.perf_counter() - start >= seconds):
+        pass
     wall = time.perf_counter() - start
-    inference = ev.seconds - ev0[1]
-    leaves = sim.leaf_seconds - leaf0
-    in_search = sim.seconds - sim0
+    done = driver.counters() - before
+    n = driver.processes  # simulator times are summed over the searching processes
+    inference, leaves, in_search = done.wait_seconds / n, done.leaf_seconds / n, done.simulator_seconds / n
     return {
-        "positions_per_s": positions / wall,
-        "nn_evals_per_s": (ev.positions - ev0[0]) / wall,
+        "positions_per_s": done.moves / wall,
+        "nn_evals_per_s": done.nn_positions / wall,
         "wall": wall,
         "inference": inference,
         "features": leaves,
         "search": in_search - inference - leaves,
         "other": wall - in_search,
+        "nn_calls": done.nn_calls,
+        "nn_positions": done.nn_positions,
     }
 
 
@@ -58,6 +58,13 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     from .loop import build_components
 
     parts = build_components(cfg)
+    try:
+        return _measure(cfg, parts, out)
+    finally:
+        parts.selfplay.close()
+
+
+def _measure(cfg: Config, parts, out) -> dict:
     selfplay, evaluator = parts.selfplay, parts.evaluator
     batch = cfg.selfplay.num_actors
     features1, features2 = evaluator.allocate(batch)

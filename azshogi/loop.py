@@ -31,7 +31,7 @@ from .records import write_kif
 from .replay import ReplayBuffer
 from .rules import Rules
 from .search import make_search
-from .selfplay import SelfPlay
+from .selfplay import InProcessSelfPlay, SelfPlay, SelfPlayDriver
 from .trainer import Trainer, weights_finite
 
 CHECKPOINT_FORMAT = 1
@@ -64,8 +64,7 @@ class Components:
     device: torch.device
     model: torch.nn.Module
     evaluator: LocalEvaluator
-    search: object
-    selfplay: SelfPlay
+    selfplay: SelfPlayDriver
     train_rng: np.random.Generator
 
 
@@ -76,13 +75,14 @@ def build_components(cfg: Config) -> Components:
     torch.manual_seed(cfg.seed)
     train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
+    sp = cfg.selfplay
     # Leaves of all actors per forward pass (PUCT sends several per tree).
-    max_batch = cfg.selfplay.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
+    max_batch = sp.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
     evaluator = make_evaluator(model, device, cfg.inference, max_batch)
     rules = rules_of(cfg)
-    search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors)
-    selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
-    return Components(device, model, evaluator, search, selfplay, np.random.default_rng(train_seed))
+    search = make_search(cfg.search, evaluator, rules, sp.num_actors)
+    selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob))
+    return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed))
 
 
 class Loop:
@@ -92,7 +92,7 @@ class Loop:
         self.log_dir = Path(cfg.log_root) / cfg.run
         parts = build_components(cfg)
         self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
-        self.search, self.selfplay, self.train_rng = parts.search, parts.selfplay, parts.train_rng
+        self.selfplay, self.train_rng = parts.selfplay, parts.train_rng
         self.replay = ReplayBuffer(cfg.replay.capacity)
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
         self.trainer = Trainer(self.model, cfg.train, self.device)
@@ -212,6 +212,7 @@ class Loop:
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters
         finally:
+            self.selfplay.close()
             if hasattr(self, "monitor"):
                 self.monitor.close()
             self._restore_signal_handlers(previous)
@@ -221,36 +222,36 @@ class Loop:
     def selfplay_phase(self, stats: SelfPlayStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
-        ev, sim = self.evaluator.stats, self.search.simulator
-        ev0 = (ev.calls, ev.positions, ev.seconds)
-        sim0 = sim.seconds
+        start = self.selfplay.counters()
         timer = Timer()
         self.monitor.start_bar(f"self-play → checkpoint {c.checkpoints + 1}", target, "pos",
                                initial=min(c.positions_since_checkpoint, target))
         games_dir = self.log_dir / "games"
-        while c.positions_since_checkpoint < target and not self.stop_requested:
-            finished = self.selfplay.step()
-            stats.moves_played += len(self.selfplay.actors)
-            for game in finished:
-                self.replay.add_game(game.record)
-                if self.hcpe3 is not None:
-                    self.hcpe3.add(game)
-                before = c.positions_since_checkpoint
-                c.games += 1
-                c.positions += game.length
-                c.positions_since_checkpoint += game.length
-                stats.add_game(game.length, game.termination, game.winner)
-                if stats.games <= cfg.loop.selfplay_games_saved:
-                    games_dir.mkdir(parents=True, exist_ok=True)
-                    write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
-                              game.moves, game.termination, ("azshogi", "azshogi"))
-                self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
-                                     games=stats.games, pos_s=f"{stats.moves_played / timer.elapsed():.0f}")
+
+        def enough() -> bool:  # asked between moves, i.e. after the games that just ended are counted
+            return c.positions_since_checkpoint >= target or self.stop_requested
+
+        for game in self.selfplay.play(until=enough):  # ends with the games in progress paused
+            self.replay.add_game(game.record)
+            if self.hcpe3 is not None:
+                self.hcpe3.add(game)
+            before = c.positions_since_checkpoint
+            c.games += 1
+            c.positions += game.length
+            c.positions_since_checkpoint += game.length
+            stats.add_game(game.length, game.termination, game.winner)
+            if stats.games <= cfg.loop.selfplay_games_saved:
+                games_dir.mkdir(parents=True, exist_ok=True)
+                write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
+                          game.moves, game.termination, ("azshogi", "azshogi"))
+            moves = self.selfplay.counters().moves - start.moves
+            self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
+                                 games=stats.games, pos_s=f"{moves / timer.elapsed():.0f}")
         stats.seconds = timer.elapsed()
-        stats.nn_calls = ev.calls - ev0[0]
-        stats.nn_positions = ev.positions - ev0[1]
-        stats.nn_seconds = ev.seconds - ev0[2]
-        stats.search_seconds = sim.seconds - sim0 - stats.nn_seconds
+        done = self.selfplay.counters() - start
+        stats.moves_played = done.moves
+        stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
+        stats.search_seconds = done.simulator_seconds - done.wait_seconds
         self.monitor.close_bar()
 
     def train_phase(self) -> TrainStats:
