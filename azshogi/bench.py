@@ -1,9 +1,14 @@
 """`azshogi-bench`: is self-play as fast as the network allows?
 
-In one run, with the trainer's overrides (model, search, actors, device), it alternates windows
-of (a) forward passes alone at the self-play batch size and dtype and (b) self-play with the
-configured search, after a common warm-up, and reports medians. The last line printed is one
+In one run, with the trainer's overrides (model, search, actors, workers, device), it alternates
+windows of (a) forward passes alone at the self-play batch size and dtype and (b) self-play with
+the configured search, after a common warm-up, and reports medians. The last line printed is one
 JSON object; efficiency = selfplay_nn_evals_per_s / nn_positions_per_s.
+
+With selfplay.num_workers = W >= 1 the self-play window runs the workers and the inference
+server (the workers are paused during the forward-only windows); `mean_batch` is then the
+server's mean forward-pass size, and the self-play time shares are those of an average worker
+(`inference` = waiting for the server's answers).
 """
 from __future__ import annotations
 
@@ -89,12 +94,14 @@ def _measure(cfg: Config, parts, out) -> dict:
     nn = median(nn_rates)
     sp = {k: median(r[k] for r in sp_runs) for k in sp_runs[0]}
     shares = {k: median(r[k] / r["wall"] for r in sp_runs) for k in ("search", "features", "inference", "other")}
+    mean_batch = sum(r["nn_positions"] for r in sp_runs) / max(1, sum(r["nn_calls"] for r in sp_runs))
     result = {
         "model": f"{cfg.model.blocks}x{cfg.model.channels}",
         "device": str(parts.device),
         "dtype": str(evaluator.dtype).replace("torch.", ""),
         "batch": batch,
         "actors": cfg.selfplay.num_actors,
+        "workers": cfg.selfplay.num_workers,
         "search": cfg.search.kind.value,
         "simulations": cfg.search.num_simulations,
         "threads": torch.get_num_threads(),
@@ -102,6 +109,7 @@ def _measure(cfg: Config, parts, out) -> dict:
         "selfplay_positions_per_s": round(sp["positions_per_s"], 2),
         "selfplay_nn_evals_per_s": round(sp["nn_evals_per_s"], 1),
         "efficiency": round(sp["nn_evals_per_s"] / nn, 3),
+        "mean_batch": round(mean_batch, 1),
         "time_share": {k: round(v, 3) for k, v in shares.items()},
         "repeats": b.repeats,
         "seconds": b.seconds,
@@ -109,11 +117,14 @@ def _measure(cfg: Config, parts, out) -> dict:
     print(f"\n{'model':<26}{result['model']} on {result['device']} ({result['dtype']}, "
           f"{result['threads']} threads)", file=out)
     print(f"{'batch / actors':<26}{batch}", file=out)
+    print(f"{'self-play processes':<26}" + (f"{cfg.selfplay.num_workers} workers + inference server"
+                                              if cfg.selfplay.num_workers else "1 (in process)"), file=out)
     print(f"{'search':<26}{result['search']}, {result['simulations']} simulations", file=out)
     print(f"{'network alone':<26}{nn:,.0f} positions/s (median of {b.repeats})", file=out)
     print(f"{'self-play':<26}{sp['positions_per_s']:,.1f} positions/s, {sp['nn_evals_per_s']:,.0f} "
           f"network evaluations/s", file=out)
     print(f"{'efficiency':<26}{result['efficiency']:.3f}", file=out)
+    print(f"{'mean forward batch':<26}{mean_batch:.1f}", file=out)
     print("self-play time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), file=out)
     print(json.dumps(result), file=out)
     return result

@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 from .checkpoint import CheckpointError
 from .config import ConfigError, register_configs, to_config
 from .dlshogi_data import DataFormatError
+from .server import WorkerError
 from .trainer import TrainingDiverged
 
 register_configs()
@@ -29,7 +30,7 @@ def _main(dict_cfg: DictConfig) -> None:
 
     try:
         train(cfg)
-    except (ConfigError, CheckpointError, DataFormatError, TrainingDiverged) as e:
+    except (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError) as e:
         _fail(str(e))
 
 

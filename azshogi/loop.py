@@ -1,8 +1,9 @@
 """The alternating loop: self-play, pause, train the same model, checkpoint, resume.
 
     1. Self-play: all actors advance together until `positions_per_checkpoint` new positions have
-       come from finished games (checked each time a game ends).
-    2. Pause: games in progress are kept, boards and pending targets included.
+       come from finished games (checked each time a game ends); in this process, or in
+       `selfplay.num_workers` worker processes served by this process's one model (workers.py).
+    2. Pause: games in progress are kept, boards and pending targets included (in the workers).
     3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
     4. Checkpoint: everything needed to continue exactly, written atomically; TensorBoard points.
     5. Resume self-play with the updated weights, until `max_checkpoints` or Ctrl-C / SIGTERM
@@ -33,6 +34,7 @@ from .rules import Rules
 from .search import make_search
 from .selfplay import InProcessSelfPlay, SelfPlay, SelfPlayDriver
 from .trainer import Trainer, weights_finite
+from .workers import WorkerSelfPlay
 
 CHECKPOINT_FORMAT = 1
 
@@ -59,7 +61,8 @@ def rules_of(cfg: Config) -> Rules:
 
 @dataclass
 class Components:
-    """The objects of a run, wired together: one model, seen by the evaluator and the trainer."""
+    """The objects of a run, wired together: one model, seen by the evaluator and the trainer.
+    Self-play evaluates through `evaluator`, in this process or as the workers' inference server."""
 
     device: torch.device
     model: torch.nn.Module
@@ -69,7 +72,8 @@ class Components:
 
 
 def build_components(cfg: Config) -> Components:
-    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play."""
+    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play
+    (in process, or in `selfplay.num_workers` worker processes, which start on first use)."""
     device = resolve_device(cfg.device)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -77,11 +81,19 @@ def build_components(cfg: Config) -> Components:
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
     sp = cfg.selfplay
     # Leaves of all actors per forward pass (PUCT sends several per tree).
-    max_batch = sp.num_actors * (cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1)
+    leaves = cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1
+    max_batch = sp.num_actors * leaves
+    if sp.num_workers and sp.server_max_batch:
+        max_batch = min(max_batch, sp.server_max_batch)
     evaluator = make_evaluator(model, device, cfg.inference, max_batch)
     rules = rules_of(cfg)
-    search = make_search(cfg.search, evaluator, rules, sp.num_actors)
-    selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob))
+    if sp.num_workers == 0:
+        search = make_search(cfg.search, evaluator, rules, sp.num_actors)
+        selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob))
+    else:
+        selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
+                                  cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
+                                  wait_s=sp.server_wait_ms / 1000)
     return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed))
 
 
@@ -192,7 +204,8 @@ class Loop:
             c = self.counters
             where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
             self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
-                             f"{self.cfg.selfplay.num_actors} actors, {self.cfg.search.kind.value} "
+                             f"{self.cfg.selfplay.num_actors} actors{self._workers_note()}, "
+                             f"{self.cfg.search.kind.value} "
                              f"{self.cfg.search.num_simulations} simulations, network "
                              f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
             self.seed_replay()
@@ -212,7 +225,7 @@ class Loop:
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters
         finally:
-            self.selfplay.close()
+            self.selfplay.close()  # stops any worker processes
             if hasattr(self, "monitor"):
                 self.monitor.close()
             self._restore_signal_handlers(previous)
@@ -251,8 +264,12 @@ class Loop:
         done = self.selfplay.counters() - start
         stats.moves_played = done.moves
         stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
-        stats.search_seconds = done.simulator_seconds - done.wait_seconds
+        stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
         self.monitor.close_bar()
+
+    def _workers_note(self) -> str:
+        w = self.cfg.selfplay.num_workers
+        return f" in {w} worker process{'es' if w > 1 else ''}" if w else ""
 
     def train_phase(self) -> TrainStats:
         cfg, c, stats = self.cfg, self.counters, TrainStats()
