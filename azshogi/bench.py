@@ -13,6 +13,7 @@ server's mean forward-pass size, and the self-play time shares are those of an a
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import sys
 import time
@@ -137,6 +138,8 @@ def _main(dict_cfg: DictConfig) -> None:
     except ConfigError as e:
         print(f"azshogi-bench: error: {e}", file=sys.stderr)
         sys.exit(2)
+    # SIGTERM unwinds like Ctrl-C, so that any self-play workers are stopped and joined.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     run(cfg)
 
 

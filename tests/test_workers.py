@@ -177,6 +177,20 @@ def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
         next(driver.play(lambda: False))
 
 
+def test_a_failing_worker_sends_its_error(tiny_config):
+    driver = build_components(tiny_config("selfplay.num_workers=2")).selfplay
+    game = {"game_id": 0, "rng": np.random.default_rng(0).bit_generator.state, "moves": ["5a5b"],
+            "hcps": torch.zeros((0, 32), dtype=torch.uint8), "labels": [], "probs": [], "root_values": []}
+    driver.load_state_dict({"next_game_id": 1, "games": [game]})  # black cannot move the white king
+    try:
+        with pytest.raises(WorkerError, match=r"(?s)self-play worker 0 \(pid \d+\) failed:.*illegal move '5a5b'"):
+            driver.state_dict()  # starts the workers, which load their shares first
+    finally:
+        pids = driver.pids
+        driver.close()
+    assert our_segments() == [] and all(gone(p) for p in pids)
+
+
 def test_end_to_end_with_two_workers_and_resume(tiny_config, tmp_path):
     """Two checkpoints with W = 2, the second after a restart: the saved games are shared out
     again and continue; every position is counted exactly once."""
