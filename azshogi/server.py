@@ -1,18 +1,21 @@
 """The inference server: one model in the main process, evaluating for searches in other processes.
 
-Each client (a self-play worker) owns a block of shared memory, its *slots*: the search writes
-leaf features straight into them (`ClientEvaluator.allocate` returns numpy views onto the
-block), then sends a few bytes down its pipe: ("eval", rows). The server gathers such requests
-from all clients, copies their rows into one batch, runs one forward pass on the shared model
-(through a LocalEvaluator, so the weights are always the trained ones), writes each client's
-policy logits and win probabilities back into that client's slots and answers ("done",) on its
-pipe. No array is ever pickled; only the row count and the answer travel through the pipes.
+One block of shared memory holds a region of rows for each client (a self-play worker), one
+after the other. A client's search writes its leaf features straight into its region
+(`ClientEvaluator.allocate` returns numpy views onto it), then sends a few bytes down its pipe:
+("eval", rows). The server gathers such requests from all clients into one batch, runs one
+forward pass on the shared model (through a LocalEvaluator, so the weights are always the
+trained ones), writes policy logits and win probabilities back into each client's region and
+answers ("done",) on its pipe. No array is ever pickled; only the row count and the answer
+travel through the pipes. When the requests of a batch lie back to back in the block (clients
+i, i+1, ... each sending a full region, the usual case), the forward pass reads the block
+itself; otherwise the rows are first copied together.
 
 A batch is run as soon as it holds `max_batch` rows, or every client that may still ask is
 waiting for an answer (nobody else can add to it), or its first request has waited `wait_s`.
 
-Shared-memory blocks are created and unlinked by the server (the main process); clients only
-attach. Block names start with SHM_PREFIX, so a leak would be visible in /dev/shm.
+The block is created and unlinked by the server (the main process); clients only attach. Its
+name starts with SHM_PREFIX, so a leak would be visible in /dev/shm.
 """
 from __future__ import annotations
 
@@ -59,7 +62,7 @@ class ClientLost(Exception):
 
 
 def _layout(rows: int) -> tuple[dict, int]:
-    """Byte offsets and shapes of the four arrays of a block of `rows` slots."""
+    """Byte offsets and shapes of the four arrays of a block of `rows` rows, and its size."""
     shapes = {
         "features1": (rows, features.FEATURES1_PLANES, 9, 9),
         "features2": (rows, features.FEATURES2_PLANES, 9, 9),
@@ -73,9 +76,10 @@ def _layout(rows: int) -> tuple[dict, int]:
     return layout, max(offset, _ALIGN)
 
 
-class Slots:
-    """One client's block: features1 (R, 62, 9, 9) and features2 (R, 57, 9, 9) written by the
-    client, logits (R, 2187) and win_probability (R,) written by the server; all float32."""
+class SharedBlock:
+    """R rows of float32 arrays in shared memory: features1 (R, 62, 9, 9) and features2
+    (R, 57, 9, 9) written by the clients, logits (R, 2187) and win_probability (R,) written by
+    the server."""
 
     def __init__(self, shm: SharedMemory, rows: int, owner: bool):
         self.shm, self.rows, self.owner = shm, rows, owner
@@ -84,12 +88,12 @@ class Slots:
             setattr(self, name, np.ndarray(shape, np.float32, buffer=shm.buf, offset=offset))
 
     @classmethod
-    def create(cls, rows: int, tag: str) -> "Slots":
-        name = f"{SHM_PREFIX}{os.getpid()}_{tag}_{secrets.token_hex(4)}"
+    def create(cls, rows: int) -> "SharedBlock":
+        name = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         return cls(SharedMemory(name=name, create=True, size=_layout(rows)[1]), rows, owner=True)
 
     @classmethod
-    def attach(cls, name: str, rows: int) -> "Slots":
+    def attach(cls, name: str, rows: int) -> "SharedBlock":
         # Attaching registers the block with the resource tracker again (Python < 3.13), but a
         # spawned child shares its parent's tracker, which keeps a set of names: no effect. The
         # tracker unlinks the block should the main process die without closing the server.
@@ -116,10 +120,13 @@ class Slots:
 
 @dataclass(frozen=True)
 class ClientHandle:
-    """What a client process needs to reach the server (picklable for spawn)."""
+    """What a client process needs to reach the server (picklable for spawn): its region is
+    rows [offset, offset + rows) of the block of `block_rows` rows named `shm_name`."""
 
     index: int
     shm_name: str
+    block_rows: int
+    offset: int
     rows: int
     conn: connection.Connection
     parent_pid: int
@@ -136,32 +143,33 @@ class ClientEvaluator:
     are for those. Every wait polls with a timeout and gives up when the parent process is gone."""
 
     def __init__(self, handle: ClientHandle, poll_seconds: float = 1.0):
-        self.handle, self.conn = handle, handle.conn
-        self.slots = Slots.attach(handle.shm_name, handle.rows)
+        self.handle, self.conn, self.rows = handle, handle.conn, handle.rows
+        self.block = SharedBlock.attach(handle.shm_name, handle.block_rows)
+        region = slice(handle.offset, handle.offset + handle.rows)
+        self.features1, self.features2 = self.block.features1[region], self.block.features2[region]
+        self.logits, self.win_probability = self.block.logits[region], self.block.win_probability[region]
         self.poll_seconds = poll_seconds
         self.stats = EvalStats()  # seconds: waiting for answers, forward passes included
 
     def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        if batch > self.slots.rows:
-            raise ValueError(f"worker {self.handle.index}: {batch} rows asked, its shared memory holds "
-                             f"{self.slots.rows}")
-        return self.slots.features1[:batch], self.slots.features2[:batch]
+        if batch > self.rows:
+            raise ValueError(f"worker {self.handle.index}: {batch} rows asked, its shared memory holds {self.rows}")
+        return self.features1[:batch], self.features2[:batch]
 
     def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         start = time.perf_counter()
         k = len(features1)
-        if k > self.slots.rows:
-            raise ValueError(f"worker {self.handle.index}: a batch of {k} exceeds its {self.slots.rows} slots")
-        s = self.slots
-        if not _is_front_of(features1, s.features1):
-            s.features1[:k] = features1
-        if not _is_front_of(features2, s.features2):
-            s.features2[:k] = features2
+        if k > self.rows:
+            raise ValueError(f"worker {self.handle.index}: a batch of {k} exceeds its {self.rows} rows")
+        if not _is_front_of(features1, self.features1):
+            self.features1[:k] = features1
+        if not _is_front_of(features2, self.features2):
+            self.features2[:k] = features2
         self.send(("eval", k))
         answer = self.receive()
         if answer[0] != "done":
             raise ServerGone(f"expected an evaluation, got {answer[0]!r}")
-        logits, probability = s.logits[:k].copy(), s.win_probability[:k].copy()
+        logits, probability = self.logits[:k].copy(), self.win_probability[:k].copy()
         self.stats.calls += 1
         self.stats.positions += k
         self.stats.seconds += time.perf_counter() - start
@@ -185,7 +193,8 @@ class ClientEvaluator:
                 raise ServerGone("the main process has exited")
 
     def close(self) -> None:
-        self.slots.close()
+        del self.features1, self.features2, self.logits, self.win_probability
+        self.block.close()
         self.conn.close()
 
 
@@ -197,19 +206,21 @@ def _is_front_of(view: np.ndarray, base: np.ndarray) -> bool:
 class InferenceServer:
     """Serves evaluation requests of `len(rows)` clients from one LocalEvaluator.
 
-    rows[i]: the most positions client i sends at once (its slots). max_batch: the largest
+    rows[i]: the most positions client i sends at once (its region). max_batch: the largest
     forward pass (a single larger request is split). wait_s: how long a partial batch waits
     for more requests while some client is still searching."""
 
     def __init__(self, evaluator: LocalEvaluator, rows: Iterable[int], max_batch: int, wait_s: float):
         self.evaluator = evaluator
+        self.rows = list(rows)
+        self.offsets = np.concatenate([[0], np.cumsum(self.rows)]).astype(int).tolist()
         self.max_batch, self.wait_s = max_batch, wait_s
-        self.slots: list[Slots] = []
+        self.block: Optional[SharedBlock] = None
         self.conns: list[connection.Connection] = []
         self._client_ends: list[Optional[connection.Connection]] = []
         try:
-            for i, r in enumerate(rows):
-                self.slots.append(Slots.create(r, tag=str(i)))
+            self.block = SharedBlock.create(self.offsets[-1])
+            for _ in self.rows:
                 ours, theirs = mp.Pipe(duplex=True)
                 self.conns.append(ours)
                 self._client_ends.append(theirs)
@@ -217,14 +228,16 @@ class InferenceServer:
             self.close()
             raise
         self._index = {c.fileno(): i for i, c in enumerate(self.conns)}
-        self.staging = evaluator.allocate(max(max_batch, max(s.rows for s in self.slots)))
+        self.staging = None  # for batches whose rows are not back to back (allocated when needed)
         self.pending: list[tuple[int, int]] = []  # (client, rows), in arrival order
         self.first_pending_at = 0.0
         self.waiting: set[int] = set()  # clients with a request pending
         self.last_heard = [time.monotonic()] * len(self.conns)
+        self.gathered = 0  # forward passes whose rows had to be copied together
 
     def handle(self, i: int) -> ClientHandle:
-        return ClientHandle(i, self.slots[i].name, self.slots[i].rows, self._client_ends[i], os.getpid())
+        return ClientHandle(i, self.block.name, self.block.rows, self.offsets[i], self.rows[i], self._client_ends[i],
+                            os.getpid())
 
     def client_started(self, i: int) -> None:
         """Closes the main process's copy of client i's pipe end: EOF then means it has gone."""
@@ -290,36 +303,43 @@ class InferenceServer:
         while take < len(self.pending) and (take == 0 or rows + self.pending[take][1] <= self.max_batch):
             rows += self.pending[take][1]
             take += 1
-        batch, self.pending = self.pending[:take], self.pending[take:]
+        batch, self.pending = sorted(self.pending[:take]), self.pending[take:]
         self.first_pending_at = time.monotonic()
-        if len(batch) == 1 and rows <= self.max_batch:  # no gathering needed
-            i, k = batch[0]
-            s = self.slots[i]
-            logits, probability = self.evaluator.evaluate(s.features1[:k], s.features2[:k])
-            s.logits[:k] = logits
-            s.win_probability[:k] = probability
+        b, offsets = self.block, self.offsets
+        start = offsets[batch[0][0]]
+        if all(j == i + 1 and k == self.rows[i] for (i, k), (j, _) in zip(batch, batch[1:])):
+            span = slice(start, start + rows)  # back to back: evaluate the block in place
+            b.logits[span], b.win_probability[span] = self._forward(b.features1[span], b.features2[span])
         else:
+            if self.staging is None:
+                self.staging = self.evaluator.allocate(max(self.max_batch, max(self.rows)))
             f1, f2 = self.staging
-            offset = 0
+            at = 0
             for i, k in batch:
-                f1[offset:offset + k] = self.slots[i].features1[:k]
-                f2[offset:offset + k] = self.slots[i].features2[:k]
-                offset += k
-            logits = np.empty((rows, NUM_LABELS), np.float32)
-            probability = np.empty(rows, np.float32)
-            for lo in range(0, rows, self.max_batch):
-                hi = min(rows, lo + self.max_batch)
-                logits[lo:hi], probability[lo:hi] = self.evaluator.evaluate(f1[lo:hi], f2[lo:hi])
-            offset = 0
+                f1[at:at + k] = b.features1[offsets[i]:offsets[i] + k]
+                f2[at:at + k] = b.features2[offsets[i]:offsets[i] + k]
+                at += k
+            logits, probability = self._forward(f1[:rows], f2[:rows])
+            at = 0
             for i, k in batch:
-                self.slots[i].logits[:k] = logits[offset:offset + k]
-                self.slots[i].win_probability[:k] = probability[offset:offset + k]
-                offset += k
+                b.logits[offsets[i]:offsets[i] + k] = logits[at:at + k]
+                b.win_probability[offsets[i]:offsets[i] + k] = probability[at:at + k]
+                at += k
+            self.gathered += 1
         now = time.monotonic()
         for i, _ in batch:
             self.waiting.discard(i)
             self.last_heard[i] = now
             send_message(self.conns[i], ("done",))
+
+    def _forward(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The evaluator's answer, in forward passes of at most max_batch rows."""
+        n = len(features1)
+        if n <= self.max_batch:
+            return self.evaluator.evaluate(features1, features2)
+        parts = [self.evaluator.evaluate(features1[lo:lo + self.max_batch], features2[lo:lo + self.max_batch])
+                 for lo in range(0, n, self.max_batch)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     @property
     def stats(self) -> EvalStats:
@@ -334,6 +354,6 @@ class InferenceServer:
             except OSError:
                 pass
         self.conns, self._client_ends = [], []
-        for s in self.slots:
-            s.close()
-        self.slots = []
+        if self.block is not None:
+            self.block.close()
+            self.block = None

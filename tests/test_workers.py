@@ -111,6 +111,34 @@ def test_server_answers_each_request_like_a_direct_forward_pass(tiny_net):
             np.testing.assert_allclose(probability, expected_probability, rtol=0, atol=1e-6)
 
 
+def test_back_to_back_requests_are_evaluated_in_place_others_gathered(tiny_net):
+    from azshogi.server import receive_message, send_message
+
+    evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
+    server = InferenceServer(evaluator, [4, 4], max_batch=8, wait_s=1.0)
+    try:
+        ends = [server.handle(i).conn for i in range(2)]
+        block, rng = server.block, np.random.default_rng(0)
+        for sizes, gathered in (((4, 4), 0), ((3, 4), 1)):  # a gap after client 0's rows: copied
+            for i, k in enumerate(sizes):
+                rows = slice(server.offsets[i], server.offsets[i] + k)
+                block.features1[rows] = rng.random((k, features.FEATURES1_PLANES, 9, 9), dtype=np.float32)
+                block.features2[rows] = rng.random((k, features.FEATURES2_PLANES, 9, 9), dtype=np.float32)
+            for i in (1, 0):
+                send_message(ends[i], ("eval", sizes[i]))
+            assert server.serve({0, 1}, timeout=5.0) == [] and server.gathered == gathered
+            for i, k in enumerate(sizes):
+                assert receive_message(ends[i]) == ("done",)
+                rows = slice(server.offsets[i], server.offsets[i] + k)
+                expected, _ = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32).evaluate(
+                    block.features1[rows].copy(), block.features2[rows].copy())
+                np.testing.assert_allclose(block.logits[rows], expected, rtol=0, atol=1e-5)
+        assert server.stats.calls == 2  # one forward pass per round
+    finally:
+        server.close()
+    assert our_segments() == []
+
+
 def test_actors_are_shared_out_evenly():
     assert shares(128, 3) == [43, 43, 42] and shares(6, 6) == [1] * 6 and sum(shares(7, 2)) == 7
 
