@@ -11,9 +11,10 @@ from omegaconf import DictConfig
 from .checkpoint import CheckpointError
 from .config import Config, ConfigError, register_configs, to_config
 from .dlshogi_data import DataFormatError
+from .server import WorkerError
 from .trainer import TrainingDiverged
 
-USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged)
+USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError)
 
 register_configs()
 

@@ -1,15 +1,22 @@
 """`azshogi-bench`: is self-play as fast as the network allows?
 
-In one run, with the trainer's overrides (model, search, actors, device), it alternates windows
-of (a) forward passes alone at the self-play batch size and dtype and (b) self-play with the
-configured search, after a common warm-up, and reports medians. The last line printed is one
+In one run, with the trainer's overrides (model, search, actors, workers, device), it alternates
+windows of (a) forward passes alone at the self-play batch size and dtype and (b) self-play with
+the configured search, after a common warm-up, and reports medians. The last line printed is one
 JSON object; efficiency = selfplay_nn_evals_per_s / nn_positions_per_s.
+
+With selfplay.num_workers = W >= 1 the self-play window runs the workers and the inference
+server (the workers are paused during the forward-only windows); `mean_batch` is then the
+server's mean forward-pass size, and the self-play time shares are those of an average worker
+(`inference` = waiting for the server's answers).
 """
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -27,33 +34,45 @@ def forward_window(evaluator, features1, features2, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def selfplay_window(selfplay, seconds: float) -> dict:
-    """Self-play for `seconds`; positions and network evaluations per second, time split."""
-    ev, sim = selfplay.search.simulator.evaluator.stats, selfplay.search.simulator
-    ev0, sim0, leaf0 = (ev.positions, ev.seconds), sim.seconds, sim.leaf_seconds
-    positions, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        selfplay.step()
-        positions += len(selfplay.actors)
+def selfplay_window(driver, seconds: float) -> dict:
+    """Self-play for `seconds` (then pauses); positions and network evaluations per second,
+    the time split of a searching process, forward passes and positions evaluated."""
+    before, start = driver.counters(), time.perf_counter()
+    for _ in driver.play(until=lambda: time.perf_counter() - start >= seconds):
+        pass
     wall = time.perf_counter() - start
-    inference = ev.seconds - ev0[1]
-    leaves = sim.leaf_seconds - leaf0
-    in_search = sim.seconds - sim0
+    done = driver.counters() - before
+    n = driver.processes  # simulator times are summed over the searching processes
+    inference, leaves, in_search = done.wait_seconds / n, done.leaf_seconds / n, done.simulator_seconds / n
     return {
-        "positions_per_s": positions / wall,
-        "nn_evals_per_s": (ev.positions - ev0[0]) / wall,
+        "positions_per_s": done.moves / wall,
+        "nn_evals_per_s": done.nn_positions / wall,
         "wall": wall,
         "inference": inference,
         "features": leaves,
         "search": in_search - inference - leaves,
         "other": wall - in_search,
+        "nn_calls": done.nn_calls,
+        "nn_positions": done.nn_positions,
     }
 
 
 def run(cfg: Config, out=sys.stdout) -> dict:
-    from .loop import build_components, selfplay_batch
+    from .loop import build_components
 
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM unwinds like Ctrl-C, so that any self-play workers are stopped and joined.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     parts = build_components(cfg)
+    try:
+        return _measure(cfg, parts, out)
+    finally:
+        parts.selfplay.close()
+
+
+def _measure(cfg: Config, parts, out) -> dict:
+    from .loop import selfplay_batch
+
     selfplay, evaluator = parts.selfplay, parts.evaluator
     batch = selfplay_batch(cfg)  # the forward passes alone run at self-play's batch size
     features1, features2 = evaluator.allocate(batch)
@@ -80,12 +99,14 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     # With several search threads their times overlap and a split of the wall time is meaningless.
     shares = {k: median(r[k] / r["wall"] for r in sp_runs) for k in ("search", "features", "inference", "other")} \
         if cfg.selfplay.search_threads == 1 else {}
+    mean_batch = sum(r["nn_positions"] for r in sp_runs) / max(1, sum(r["nn_calls"] for r in sp_runs))
     result = {
         "model": f"{cfg.model.blocks}x{cfg.model.channels}",
         "device": str(parts.device),
         "dtype": str(evaluator.dtype).replace("torch.", ""),
         "batch": batch,
         "actors": cfg.selfplay.num_actors,
+        "workers": cfg.selfplay.num_workers,
         "search": cfg.search.kind.value,
         "simulations": cfg.search.num_simulations,
         "threads": torch.get_num_threads(),
@@ -93,6 +114,7 @@ def run(cfg: Config, out=sys.stdout) -> dict:
         "selfplay_positions_per_s": round(sp["positions_per_s"], 2),
         "selfplay_nn_evals_per_s": round(sp["nn_evals_per_s"], 1),
         "efficiency": round(sp["nn_evals_per_s"] / nn, 3),
+        "mean_batch": round(mean_batch, 1),
         "time_share": {k: round(v, 3) for k, v in shares.items()},
         "repeats": b.repeats,
         "seconds": b.seconds,
@@ -100,11 +122,14 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     print(f"\n{'model':<26}{result['model']} on {result['device']} ({result['dtype']}, "
           f"{result['threads']} threads)", file=out)
     print(f"{'batch, actors':<26}{batch}, {cfg.selfplay.num_actors}", file=out)
+    print(f"{'self-play processes':<26}" + (f"{cfg.selfplay.num_workers} workers + inference server"
+                                              if cfg.selfplay.num_workers else "1 (in process)"), file=out)
     print(f"{'search':<26}{result['search']}, {result['simulations']} simulations", file=out)
     print(f"{'network alone':<26}{nn:,.0f} positions/s (median of {b.repeats})", file=out)
     print(f"{'self-play':<26}{sp['positions_per_s']:,.1f} positions/s, {sp['nn_evals_per_s']:,.0f} "
           f"network evaluations/s", file=out)
     print(f"{'efficiency':<26}{result['efficiency']:.3f}", file=out)
+    print(f"{'mean forward batch':<26}{mean_batch:.1f}", file=out)
     if shares:
         print("self-play time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), file=out)
     print(json.dumps(result), file=out)

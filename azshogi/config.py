@@ -100,6 +100,11 @@ class SelfPlayConfig:
     num_actors: int = 128  # games in flight, searched together with batched forward passes
     search_threads: int = 1  # actor groups searched in parallel threads (2: search overlaps inference)
     write_hcpe3: bool = True  # also write finished games as dlshogi hcpe3 under logs/<run>/hcpe3/
+    # Worker processes that share the actors' tree search; the main process keeps the one model
+    # and serves their evaluations in batches (workers.py). 0 = search in the main process.
+    num_workers: int = 0
+    server_max_batch: int = 0  # largest forward pass of the inference server; 0 = all actors' leaves
+    server_wait_ms: float = 2.0  # how long a partial batch waits for more requests from searching workers
 
 
 @dataclass
@@ -242,6 +247,14 @@ def validate(cfg: Config) -> Config:
     _check(sp.num_actors >= 1, "selfplay.num_actors", "must be >= 1", sp.num_actors)
     _check(1 <= sp.search_threads <= sp.num_actors, "selfplay.search_threads", "must be in [1, num_actors]",
            sp.search_threads)
+    _check(sp.search_threads == 1 or sp.num_workers == 0, "selfplay.search_threads",
+           "must be 1 with selfplay.num_workers > 0 (workers already search in parallel)", sp.search_threads)
+    _check(0 <= sp.num_workers <= sp.num_actors, "selfplay.num_workers",
+           f"must be in [0, selfplay.num_actors={sp.num_actors}] (0 = self-play in the main process)",
+           sp.num_workers)
+    _check(sp.server_max_batch >= 0, "selfplay.server_max_batch", "must be >= 0 (0 = all actors' leaves)",
+           sp.server_max_batch)
+    _check(sp.server_wait_ms >= 0, "selfplay.server_wait_ms", "must be >= 0", sp.server_wait_ms)
     _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)

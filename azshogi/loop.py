@@ -1,8 +1,9 @@
 """The alternating loop: self-play, pause, train the same model, checkpoint, resume.
 
     1. Self-play: all actors advance together until `positions_per_checkpoint` new positions have
-       come from finished games (checked each time a game ends).
-    2. Pause: games in progress are kept, boards and pending targets included.
+       come from finished games (checked each time a game ends); in this process, or in
+       `selfplay.num_workers` worker processes served by this process's one model (workers.py).
+    2. Pause: games in progress are kept, boards and pending targets included (in the workers).
     3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
     4. Checkpoint: everything needed to continue exactly, written atomically; TensorBoard points.
     5. Resume self-play with the updated weights, until `max_checkpoints` or Ctrl-C / SIGTERM
@@ -31,8 +32,9 @@ from .records import write_kif
 from .replay import ReplayBuffer
 from .rules import Rules
 from .search import make_search
-from .selfplay import SelfPlay
+from .selfplay import InProcessSelfPlay, SelfPlay, SelfPlayDriver
 from .trainer import Trainer, weights_finite
+from .workers import WorkerSelfPlay
 
 CHECKPOINT_FORMAT = 1
 
@@ -66,28 +68,39 @@ def rules_of(cfg: Config) -> Rules:
 
 @dataclass
 class Components:
-    """The objects of a run, wired together: one model, seen by the evaluator and the trainer."""
+    """The objects of a run, wired together: one model, seen by the evaluator and the trainer.
+    Self-play evaluates through `evaluator`, in this process or as the workers' inference server."""
 
     device: torch.device
     model: torch.nn.Module
     evaluator: LocalEvaluator
-    search: object
-    selfplay: SelfPlay
+    selfplay: SelfPlayDriver
     train_rng: np.random.Generator
 
 
 def build_components(cfg: Config) -> Components:
-    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play."""
+    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play
+    (in process, or in `selfplay.num_workers` worker processes, which start on first use)."""
     device = resolve_device(cfg.device)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
     model = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).to(device)
-    evaluator = make_evaluator(model, device, cfg.inference, selfplay_batch(cfg))
+    sp = cfg.selfplay
+    max_batch = selfplay_batch(cfg)
+    if sp.num_workers and sp.server_max_batch:
+        max_batch = min(max_batch, sp.server_max_batch)
+    evaluator = make_evaluator(model, device, cfg.inference, max_batch)
     rules = rules_of(cfg)
-    search = make_search(cfg.search, evaluator, rules, cfg.selfplay.num_actors, cfg.selfplay.search_threads)
-    selfplay = SelfPlay(search, rules, cfg.selfplay.num_actors, cfg.seed, cfg.replay.min_policy_prob)
-    return Components(device, model, evaluator, search, selfplay, np.random.default_rng(train_seed))
+    if sp.num_workers == 0:
+        search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
+        selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob))
+    else:
+        leaves = cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
+        selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
+                                  cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
+                                  wait_s=sp.server_wait_ms / 1000)
+    return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed))
 
 
 class Loop:
@@ -97,7 +110,7 @@ class Loop:
         self.log_dir = Path(cfg.log_root) / cfg.run
         parts = build_components(cfg)
         self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
-        self.search, self.selfplay, self.train_rng = parts.search, parts.selfplay, parts.train_rng
+        self.selfplay, self.train_rng = parts.selfplay, parts.train_rng
         self.replay = ReplayBuffer(cfg.replay.capacity)
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
         self.trainer = Trainer(self.model, cfg.train, self.device)
@@ -197,7 +210,8 @@ class Loop:
             c = self.counters
             where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
             self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
-                             f"{self.cfg.selfplay.num_actors} actors, {self.cfg.search.kind.value} "
+                             f"{self.cfg.selfplay.num_actors} actors{self._workers_note()}, "
+                             f"{self.cfg.search.kind.value} "
                              f"{self.cfg.search.num_simulations} simulations, network "
                              f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
             self.seed_replay()
@@ -217,6 +231,7 @@ class Loop:
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters
         finally:
+            self.selfplay.close()  # stops any worker processes
             if hasattr(self, "monitor"):
                 self.monitor.close()
             self._restore_signal_handlers(previous)
@@ -226,37 +241,41 @@ class Loop:
     def selfplay_phase(self, stats: SelfPlayStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
-        ev, sim = self.evaluator.stats, self.search.simulator
-        ev0 = (ev.calls, ev.positions, ev.seconds)
-        sim0 = sim.seconds
+        start = self.selfplay.counters()
         timer = Timer()
         self.monitor.start_bar(f"self-play → checkpoint {c.checkpoints + 1}", target, "pos",
                                initial=min(c.positions_since_checkpoint, target))
         games_dir = self.log_dir / "games"
-        while c.positions_since_checkpoint < target and not self.stop_requested:
-            finished = self.selfplay.step()
-            stats.moves_played += len(self.selfplay.actors)
+
+        def enough() -> bool:  # asked between moves, i.e. after the games that just ended are counted
+            return c.positions_since_checkpoint >= target or self.stop_requested
+
+        for game in self.selfplay.play(until=enough):  # ends with the games in progress paused
+            self.replay.add_game(game.record)
+            if self.hcpe3 is not None:
+                self.hcpe3.add(game)
             before = c.positions_since_checkpoint
-            for game in finished:
-                self.replay.add_game(game.record)
-                if self.hcpe3 is not None:
-                    self.hcpe3.add(game)
-                c.games += 1
-                c.positions += game.length
-                c.positions_since_checkpoint += game.length
-                stats.add_game(game.length, game.termination, game.winner)
-                if stats.games <= cfg.loop.selfplay_games_saved:
-                    games_dir.mkdir(parents=True, exist_ok=True)
-                    write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
-                              game.moves, game.termination, ("azshogi", "azshogi"))
+            c.games += 1
+            c.positions += game.length
+            c.positions_since_checkpoint += game.length
+            stats.add_game(game.length, game.termination, game.winner)
+            if stats.games <= cfg.loop.selfplay_games_saved:
+                games_dir.mkdir(parents=True, exist_ok=True)
+                write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
+                          game.moves, game.termination, ("azshogi", "azshogi"))
+            moves = self.selfplay.counters().moves - start.moves
             self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
-                                 games=stats.games, pos_s=f"{stats.moves_played / timer.elapsed():.0f}")
+                                 games=stats.games, pos_s=f"{moves / timer.elapsed():.0f}")
         stats.seconds = timer.elapsed()
-        stats.nn_calls = ev.calls - ev0[0]
-        stats.nn_positions = ev.positions - ev0[1]
-        stats.nn_seconds = ev.seconds - ev0[2]
-        stats.search_seconds = sim.seconds - sim0 - stats.nn_seconds
+        done = self.selfplay.counters() - start
+        stats.moves_played = done.moves
+        stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
+        stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
         self.monitor.close_bar()
+
+    def _workers_note(self) -> str:
+        w = self.cfg.selfplay.num_workers
+        return f" in {w} worker process{'es' if w > 1 else ''}" if w else ""
 
     def train_phase(self) -> TrainStats:
         cfg, c, stats = self.cfg, self.counters, TrainStats()

@@ -3,11 +3,15 @@
 Every actor owns one cshogi Board and the positions its game has produced so far (hcp, sparse
 policy target, root value), which become a GameRecord for the replay buffer when the game ends.
 Games in progress survive a training phase and a checkpoint (see `state_dict`).
+
+The loop drives self-play through a `SelfPlayDriver`: `InProcessSelfPlay` here (one SelfPlay in
+the main process), or `WorkerSelfPlay` (workers.py: SelfPlays in worker processes around one
+inference server).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, fields
+from typing import Callable, Iterator, Optional, Protocol
 
 import cshogi
 import numpy as np
@@ -61,15 +65,18 @@ def sparse_policy(labels: np.ndarray, probs: np.ndarray, min_prob: float) -> tup
 
 
 class SelfPlay:
-    def __init__(self, search, rules: Rules, num_actors: int, seed: int = 0, min_policy_prob: float = 1e-4):
+    """game ids: first_game_id, then every game_id_step-th (worker processes interleave their ids)."""
+
+    def __init__(self, search, rules: Rules, num_actors: int, seed: int = 0, min_policy_prob: float = 1e-4,
+                 first_game_id: int = 0, game_id_step: int = 1):
         self.search, self.rules, self.seed = search, rules, seed
         self.min_policy_prob = min_policy_prob
-        self.next_game_id = 0
+        self.next_game_id, self.game_id_step = first_game_id, game_id_step
         self.actors = [self._new_actor() for _ in range(num_actors)]
 
     def _new_actor(self) -> Actor:
         actor = Actor(self.next_game_id, game_rng(self.seed, self.next_game_id))
-        self.next_game_id += 1
+        self.next_game_id += self.game_id_step
         return actor
 
     def step(self) -> list[FinishedGame]:
@@ -145,3 +152,72 @@ class SelfPlay:
         while len(actors) < len(self.actors):
             actors.append(self._new_actor())
         self.actors = actors
+
+
+# --- drivers: how the loop runs self-play ---
+
+@dataclass
+class PlayCounters:
+    """Running totals of a driver; the difference of two snapshots describes a window.
+
+    Simulator times are summed over the processes that search (1, or one per worker)."""
+
+    moves: int = 0  # positions searched (moves played), games still in progress included
+    nn_calls: int = 0  # forward passes (in the main process)
+    nn_positions: int = 0
+    nn_seconds: float = 0.0
+    simulator_seconds: float = 0.0  # inside the searches, waiting for evaluations included
+    leaf_seconds: float = 0.0  # of which: rules, legal moves and features at the leaves
+    wait_seconds: float = 0.0  # of which: waiting for evaluations (in process: the forward passes)
+
+    def __sub__(self, other: "PlayCounters") -> "PlayCounters":
+        return PlayCounters(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+
+class SelfPlayDriver(Protocol):
+    processes: int  # processes that search
+
+    def play(self, until: Callable[[], bool]) -> Iterator[FinishedGame]:
+        """Plays until `until()` is true (asked between moves), yielding each game as it ends;
+        when the iterator is exhausted, every game in progress is paused between two moves."""
+        ...
+
+    def counters(self) -> PlayCounters: ...
+
+    def state_dict(self) -> dict:
+        """The games in progress (SelfPlay.state_dict's format), while paused."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessSelfPlay:
+    """selfplay.num_workers=0: one SelfPlay, stepped in the main process (exactly reproducible)."""
+
+    processes = 1
+
+    def __init__(self, selfplay: SelfPlay):
+        self.selfplay = selfplay
+        self.simulator = selfplay.search.simulator
+        self.moves = 0
+
+    def play(self, until: Callable[[], bool]) -> Iterator[FinishedGame]:
+        while not until():
+            finished = self.selfplay.step()
+            self.moves += len(self.selfplay.actors)
+            yield from finished
+
+    def counters(self) -> PlayCounters:
+        ev, sim = self.simulator.evaluator.stats, self.simulator
+        return PlayCounters(self.moves, ev.calls, ev.positions, ev.seconds, sim.seconds, sim.leaf_seconds, ev.seconds)
+
+    def state_dict(self) -> dict:
+        return self.selfplay.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.selfplay.load_state_dict(state)
+
+    def close(self) -> None:
+        pass

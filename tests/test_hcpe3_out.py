@@ -86,8 +86,8 @@ def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
     assert cfg.search.kind.value == "gumbel" and (cfg.model.blocks, cfg.model.channels) == (1, 16)
     selfplay, rules = Loop(cfg, show_progress=False).selfplay, rules_of(cfg)
     finished = []
-    while len(finished) < 3:
-        finished += selfplay.step()
+    for game in selfplay.play(until=lambda: len(finished) >= 3):
+        finished.append(game)
     writer = Hcpe3Writer()
     for game in finished:
         writer.add(game)

@@ -22,8 +22,9 @@ def scalar_tags(log_dir: Path) -> set:
     return set(acc.Tags()["scalars"])
 
 
-def test_end_to_end_two_checkpoints(tiny_config, tmp_path):
-    cfg = tiny_config("loop.max_checkpoints=2")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_end_to_end_two_checkpoints(tiny_config, tmp_path, workers):
+    cfg = tiny_config(f"selfplay.num_workers={workers}", "loop.max_checkpoints=2")
     counters = train(cfg, show_progress=False)
     assert counters.checkpoints == 2 and counters.train_steps == 8
     assert counters.positions >= 2 * 60 and counters.games >= 2
@@ -80,6 +81,9 @@ def test_resume_from_a_path(tiny_config, tmp_path):
 @pytest.mark.parametrize("override, key", [
     ("search.num_simulations=0", "search.num_simulations"),
     ("selfplay.num_actors=0", "selfplay.num_actors"),
+    ("selfplay.num_workers=-1", "selfplay.num_workers"),
+    ("selfplay.num_workers=129", "selfplay.num_workers"),
+    ("selfplay.server_wait_ms=-1", "selfplay.server_wait_ms"),
     ("search.max_num_considered_actions=1", "search.max_num_considered_actions"),
     ("device=gpu", "device"),
     ("rules.impasse_rule=25", "rules.impasse_rule"),

@@ -1,0 +1,290 @@
+"""Self-play in worker processes: the inference server answers every request as a direct forward
+pass would, workers pause and continue with the trained weights, a dead worker stops the run
+cleanly, and nothing (shared memory, processes) is left behind."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from azshogi import checkpoint as ckpt
+from azshogi import features
+from azshogi.evaluator import LocalEvaluator
+from azshogi.loop import build_components, train
+from azshogi.server import SHM_PREFIX, ClientEvaluator, InferenceServer, WorkerError
+from azshogi.workers import shares
+
+from conftest import TINY
+
+
+def our_segments(pid=None) -> list:
+    """Shared-memory blocks a process (default: this one) has created and not removed."""
+    return sorted(p.name for p in Path("/dev/shm").glob(f"{SHM_PREFIX}{pid or os.getpid()}_*"))
+
+
+def gone(pid: int) -> bool:
+    """No such process, not even a zombie (a zombie keeps its /proc entry)."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def all_gone(pids, seconds=10.0) -> bool:
+    """Every process has gone within `seconds` (Python's resource tracker, a helper of the main
+    process, exits just after it and is reaped by init)."""
+    deadline = time.monotonic() + seconds
+    while not all(gone(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def random_request(rng, rows):
+    k = int(rng.integers(1, rows + 1))
+    return (rng.random((k, features.FEATURES1_PLANES, 9, 9), dtype=np.float32),
+            rng.random((k, features.FEATURES2_PLANES, 9, 9), dtype=np.float32))
+
+
+def client_main(handle, seed, requests):
+    """A stand-in for a worker: random requests of random sizes, then everything it received."""
+    client = ClientEvaluator(handle)
+    rng = np.random.default_rng(seed)
+    received = []
+    for _ in range(requests):
+        f1, f2 = random_request(rng, handle.rows)
+        b1, b2 = client.allocate(len(f1))
+        b1[:], b2[:] = f1, f2  # written in place, as the search does
+        received.append(client.evaluate(b1, b2))
+    client.send(("received", received))
+    client.receive()  # until the test lets go
+    client.close()
+
+
+def test_server_answers_each_request_like_a_direct_forward_pass(tiny_net):
+    import multiprocessing as mp
+
+    rows, requests = [8, 5, 12], 25
+    evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
+    server = InferenceServer(evaluator, rows, max_batch=10, wait_s=0.05)  # 12 > 10: split too
+    processes = []
+    try:
+        for i in range(len(rows)):
+            p = mp.get_context("spawn").Process(target=client_main, args=(server.handle(i), 100 + i, requests),
+                                                daemon=True)
+            p.start()
+            server.client_started(i)
+            processes.append(p)
+        received = {}
+        deadline = time.monotonic() + 60
+        while len(received) < len(rows):
+            for i, message in server.serve(set(range(len(rows))) - set(received), 0.1,
+                                           {i: p.sentinel for i, p in enumerate(processes)}):
+                assert message[0] == "received"
+                received[i] = message[1]
+            assert time.monotonic() < deadline
+        assert server.stats.calls < len(rows) * requests  # requests did share forward passes
+        for i in range(len(rows)):
+            server.send(i, ("bye",))
+        for p in processes:
+            p.join(10)
+            assert p.exitcode == 0
+    finally:
+        for p in processes:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        server.close()
+    assert our_segments() == []
+    direct = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
+    for i, answers in received.items():
+        rng = np.random.default_rng(100 + i)
+        assert len(answers) == requests
+        for logits, probability in answers:
+            f1, f2 = random_request(rng, rows[i])
+            expected_logits, expected_probability = direct.evaluate(f1, f2)
+            # Batch composition may change the last bits of a convolution, nothing more.
+            np.testing.assert_allclose(logits, expected_logits, rtol=0, atol=1e-5)
+            np.testing.assert_allclose(probability, expected_probability, rtol=0, atol=1e-6)
+
+
+def test_back_to_back_requests_are_evaluated_in_place_others_gathered(tiny_net):
+    from azshogi.server import receive_message, send_message
+
+    evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
+    server = InferenceServer(evaluator, [4, 4], max_batch=8, wait_s=1.0)
+    try:
+        ends = [server.handle(i).conn for i in range(2)]
+        block, rng = server.block, np.random.default_rng(0)
+        for sizes, gathered in (((4, 4), 0), ((3, 4), 1)):  # a gap after client 0's rows: copied
+            for i, k in enumerate(sizes):
+                rows = slice(server.offsets[i], server.offsets[i] + k)
+                block.features1[rows] = rng.random((k, features.FEATURES1_PLANES, 9, 9), dtype=np.float32)
+                block.features2[rows] = rng.random((k, features.FEATURES2_PLANES, 9, 9), dtype=np.float32)
+            for i in (1, 0):
+                send_message(ends[i], ("eval", sizes[i]))
+            assert server.serve({0, 1}, timeout=5.0) == [] and server.gathered == gathered
+            for i, k in enumerate(sizes):
+                assert receive_message(ends[i]) == ("done",)
+                rows = slice(server.offsets[i], server.offsets[i] + k)
+                expected, _ = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32).evaluate(
+                    block.features1[rows].copy(), block.features2[rows].copy())
+                np.testing.assert_allclose(block.logits[rows], expected, rtol=0, atol=1e-5)
+        assert server.stats.calls == 2  # one forward pass per round
+    finally:
+        server.close()
+    assert our_segments() == []
+
+
+def test_actors_are_shared_out_evenly():
+    assert shares(128, 3) == [43, 43, 42] and shares(6, 6) == [1] * 6 and sum(shares(7, 2)) == 7
+
+
+def set_value_head(model, logit: float) -> None:
+    """Every position gets the same win probability, sigmoid(logit): a recognisable network."""
+    with torch.no_grad():
+        model.value_fc2.weight.zero_()
+        model.value_fc2.bias.fill_(logit)
+
+
+def test_workers_pause_and_continue_their_games_with_the_new_weights(tiny_config):
+    # 4 simulations on 4 considered actions visit each root child once, so a root's search value
+    # is (v + 4 * -v) / 5: 0 for v = 0 (win probability 1/2), -0.6 for v = 1.
+    cfg = tiny_config("selfplay.num_workers=2", "search.leaf_mate_search=false", "rules.max_plies=200")
+    parts = build_components(cfg)
+    driver, model = parts.selfplay, parts.model
+    try:
+        set_value_head(model, 0.0)
+        finished = list(driver.play(until=lambda: driver.counters().moves >= 30))
+        before = {g["game_id"]: g for g in driver.state_dict()["games"]}
+        assert not finished and len(before) == 6
+        set_value_head(model, 20.0)  # training's stand-in: the same nn.Module, changed in place
+        finished = list(driver.play(until=lambda: driver.counters().moves >= 60))
+        after = {g["game_id"]: g for g in driver.state_dict()["games"]}
+        pids = driver.pids
+    finally:
+        driver.close()
+    assert not finished and after.keys() == before.keys()  # the same games, continued
+    old, new = [], []
+    for game_id, game in after.items():
+        n = len(before[game_id]["moves"])
+        assert n >= 5 and len(game["moves"]) >= n + 5
+        assert game["moves"][:n] == before[game_id]["moves"]
+        assert game["root_values"][:n] == before[game_id]["root_values"]
+        old += game["root_values"][:n]
+        new += game["root_values"][n:]
+    # A few positions may hold a repetition or a mate inside the tree, hence "most".
+    assert np.mean(np.isclose(old, 0.0, atol=1e-6)) > 0.75
+    assert np.mean(np.isclose(new, -0.6, atol=1e-6)) > 0.75
+    assert our_segments() == [] and all(gone(p) for p in pids)
+
+
+def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
+    parts = build_components(tiny_config("selfplay.num_workers=2"))
+    driver = parts.selfplay
+    victim = []
+
+    def until():
+        if not victim and driver.counters().moves >= 6:
+            victim.append(driver.pids[1])
+            os.kill(victim[0], signal.SIGKILL)
+        return False
+
+    try:
+        with pytest.raises(WorkerError, match=r"self-play worker 1 \(pid \d+\) was killed by SIGKILL"):
+            for _ in driver.play(until):
+                pass
+    finally:
+        pids = driver.pids
+        driver.close()
+    assert victim and our_segments() == [] and all(gone(p) for p in pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        next(driver.play(lambda: False))
+
+
+def test_a_failing_worker_sends_its_error(tiny_config):
+    driver = build_components(tiny_config("selfplay.num_workers=2")).selfplay
+    game = {"game_id": 0, "rng": np.random.default_rng(0).bit_generator.state, "moves": ["5a5b"],
+            "hcps": torch.zeros((0, 32), dtype=torch.uint8), "labels": [], "probs": [], "root_values": []}
+    driver.load_state_dict({"next_game_id": 1, "games": [game]})  # black cannot move the white king
+    try:
+        with pytest.raises(WorkerError, match=r"(?s)self-play worker 0 \(pid \d+\) failed:.*illegal move '5a5b'"):
+            driver.state_dict()  # starts the workers, which load their shares first
+    finally:
+        pids = driver.pids
+        driver.close()
+    assert our_segments() == [] and all(gone(p) for p in pids)
+
+
+def test_end_to_end_with_two_workers_and_resume(tiny_config, tmp_path):
+    """Two checkpoints with W = 2, the second after a restart: the saved games are shared out
+    again and continue; every position is counted exactly once."""
+    train(tiny_config("selfplay.num_workers=2", "loop.max_checkpoints=1"), show_progress=False)
+    counters = train(tiny_config("selfplay.num_workers=2", "loop.max_checkpoints=2"), show_progress=False)
+    assert counters.checkpoints == 2 and counters.train_steps == 8 and counters.positions >= 2 * 60
+    run = tmp_path / "checkpoints" / "t"
+    first, second = ckpt.load(run / "ckpt-00001.pt"), ckpt.load(run / "ckpt-00002.pt")
+    assert second["replay"]["total_added"] == second["counters"]["positions"] == counters.positions
+    assert len(second["selfplay"]["games"]) == 6
+    ids = [g["game_id"] for g in second["selfplay"]["games"]]
+    assert len(set(ids)) == 6
+    saved = {g["game_id"]: g["moves"] for g in first["selfplay"]["games"]}
+    continued = [g for g in second["selfplay"]["games"] if g["game_id"] in saved]
+    assert continued, "no game survived the restart"  # 24-ply games outlast a 10-move phase
+    for g in continued:
+        assert g["moves"][:len(saved[g["game_id"]])] == saved[g["game_id"]]
+    assert our_segments() == []
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def start_cli(tmp_path, *overrides):
+    args = [sys.executable, "-m", "azshogi", *TINY, "run=w", "selfplay.num_workers=2", *overrides]
+    return subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, proc, seconds=120):
+    deadline = time.time() + seconds
+    while not condition():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.time() < deadline
+        time.sleep(0.1)
+
+
+def workers_of(pid: int) -> list[int]:
+    return [c for c in children(pid) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def test_sigterm_with_workers_ends_with_a_checkpoint_and_leaves_nothing(tmp_path):
+    proc = start_cli(tmp_path, "loop.max_checkpoints=0")
+    run_dir = tmp_path / "checkpoints" / "w"
+    wait_for(lambda: (run_dir / "ckpt-00001.pt").exists(), proc)
+    helpers = children(proc.pid)
+    assert len(workers_of(proc.pid)) == 2
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopped; saved" in err
+    latest = ckpt.latest(run_dir)
+    assert latest.name.endswith("-partial.pt")
+    assert len(ckpt.load(latest)["selfplay"]["games"]) == 6
+    assert our_segments(proc.pid) == [] and all_gone(helpers)
+
+
+def test_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
+    proc = start_cli(tmp_path, "loop.max_checkpoints=0")
+    wait_for(lambda: len(workers_of(proc.pid)) == 2 and (tmp_path / "logs" / "w" / "config.yaml").exists(), proc)
+    helpers = children(proc.pid)
+    victim = workers_of(proc.pid)[0]
+    time.sleep(1.0)  # let self-play get going
+    os.kill(victim, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert f"azshogi: error: self-play worker" in err and f"(pid {victim}) was killed by SIGKILL" in err, err
+    assert our_segments(proc.pid) == [] and all_gone(helpers)
