@@ -286,5 +286,5 @@ def test_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
     os.kill(victim, signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
-    assert f"azshogi: error: self-play worker" in err and f"(pid {victim}) was killed by SIGKILL" in err, err
+    assert "azshogi: error: self-play worker" in err and f"(pid {victim}) was killed by SIGKILL" in err, err
     assert our_segments(proc.pid) == [] and all_gone(helpers)
