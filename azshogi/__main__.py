@@ -1,3 +1,3 @@
-from .cli import main
+from azshogi.commands.train import main
 
 main()

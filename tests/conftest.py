@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 from azshogi.config import register_configs, to_config
-from azshogi.network import build
+from azshogi.nn.network import build
 
 register_configs()
 
@@ -50,13 +50,13 @@ class FunctionEvaluator:
     """An evaluator computed by a Python function of the features (for hand-made searches)."""
 
     def __init__(self, fn):
-        from azshogi.evaluator import EvalStats
+        from azshogi.nn.evaluator import EvalStats
 
         self.fn = fn
         self.stats = EvalStats()
 
     def allocate(self, batch):
-        from azshogi import features
+        from azshogi.shogi import features
 
         return features.allocate(batch)
 

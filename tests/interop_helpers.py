@@ -10,9 +10,9 @@ from cshogi import dlshogi
 from hydra import compose, initialize_config_module
 
 from azshogi.config import Config, register_configs, to_config
-from azshogi.replay import GameRecord
-from azshogi.rules import Rules, outcome, winner
-from azshogi.selfplay import FinishedGame, sparse_policy
+from azshogi.selfplay.actors import FinishedGame, sparse_policy
+from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.rules import Rules, outcome, winner
 
 # Games that end in each way, as (start SFEN or None for the initial position, USI moves).
 PERPETUAL_CHECK = ("8k/9/R8/9/9/9/9/9/4K4 b - 1", ["9c9a", "1a1b", "9a9b", "1b1a", "9b9a"])

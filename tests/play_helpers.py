@@ -12,8 +12,15 @@ from pathlib import Path
 
 import torch
 
-from azshogi.config import Config, Dtype, InferenceConfig, ModelConfig, SearchConfig, to_plain
-from azshogi.network import build
+from azshogi.config import (
+    Config,
+    Dtype,
+    InferenceConfig,
+    ModelConfig,
+    SearchConfig,
+    to_plain,
+)
+from azshogi.nn.network import build
 
 TINY_SHAPE = (1, 16, 32)
 
@@ -36,10 +43,10 @@ def make_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
 
 
 class UsiSession:
-    """`python -m azshogi.usi` in a child process; lines are read by a thread with timeouts."""
+    """`python -m azshogi.commands.usi` in a child process; lines are read by a thread with timeouts."""
 
     def __init__(self, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "azshogi.usi", *args], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "azshogi.commands.usi", *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         self.lines: queue.Queue = queue.Queue()
         self.log: list[str] = []

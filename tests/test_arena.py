@@ -8,13 +8,20 @@ from pathlib import Path
 import cshogi
 import pytest
 from cshogi import CSA, KIF
+from play_helpers import make_tiny_checkpoint, torch_threads
 
-from azshogi import arena
-from azshogi.arena import Openings, play_match
-from azshogi.players import Choice, GreedyPlayer, Player, RandomPlayer, UsiPlayer, make_player, material_gain
-from azshogi.rules import Rules, Termination
-
-from play_helpers import torch_threads, make_tiny_checkpoint
+from azshogi.commands import arena
+from azshogi.play.arena import Openings, play_match
+from azshogi.play.players import (
+    Choice,
+    GreedyPlayer,
+    Player,
+    RandomPlayer,
+    UsiPlayer,
+    make_player,
+    material_gain,
+)
+from azshogi.shogi.rules import Rules, Termination
 
 FAIRY = "/usr/games/fairy-stockfish"
 
@@ -157,7 +164,7 @@ def test_external_usi_engine_player():
 @pytest.mark.skipif(not Path(FAIRY).exists(), reason="fairy-stockfish is not installed")
 def test_cshogi_match_runner_plays_our_engine(tmp_path, checkpoint):
     launcher = tmp_path / "azshogi-engine"
-    subprocess.run([sys.executable, "-m", "azshogi.usi", str(checkpoint), "--make-launcher", str(launcher),
+    subprocess.run([sys.executable, "-m", "azshogi.commands.usi", str(checkpoint), "--make-launcher", str(launcher),
                     "--option", "Dtype=fp32", "--option", "TimeMargin=50", "--option", "Threads=1"],
                    check=True, capture_output=True)
     records = tmp_path / "games.csa"
@@ -174,10 +181,11 @@ def test_cshogi_match_runner_plays_our_engine(tmp_path, checkpoint):
 
 def test_search_player_plays_a_mate_found_at_the_root():
     import cshogi
-    from azshogi.config import SearchConfig
-    from azshogi.players import SearchPlayer, Turn
-    from azshogi.rules import Rules
     from conftest import uniform_evaluator
+
+    from azshogi.config import SearchConfig
+    from azshogi.play.players import SearchPlayer, Turn
+    from azshogi.shogi.rules import Rules
 
     board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
     player = SearchPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)

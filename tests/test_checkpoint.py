@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from azshogi import checkpoint as ckpt
+from azshogi.formats import checkpoint as ckpt
+from azshogi.play.models import load_model
 
 
 def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -48,12 +49,12 @@ def test_corrupt_checkpoint_names_the_file(tmp_path):
 
 def test_a_checkpoint_with_a_removed_setting_still_loads(tmp_path):
     from azshogi.config import Config, to_plain
-    from azshogi.network import build
+    from azshogi.nn.network import build
 
     config = to_plain(Config())
     config["search"]["temperature_plies"] = 30  # a key older versions wrote
     config["no_longer_a_section"] = {"x": 1}
     config["model"].update(blocks=1, channels=8, value_hidden=8)
     torch.save({"model": build(1, 8, 8).state_dict(), "config": config}, tmp_path / "old.pt")
-    model, cfg = ckpt.load_model(tmp_path / "old.pt")
+    model, cfg = load_model(tmp_path / "old.pt")
     assert cfg.model.channels == 8 and cfg.search.num_simulations == 32

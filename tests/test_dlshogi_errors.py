@@ -8,17 +8,32 @@ import cshogi
 import numpy as np
 import pytest
 import torch
+from interop_helpers import (
+    CHECKMATE,
+    IMPASSE,
+    REPETITION,
+    play_script,
+    small_config,
+    write_hcpe,
+)
 
-from azshogi import files
-from azshogi.checkpoint import CheckpointError
+from azshogi.commands.export import export_onnx, hcpe3_to_csa
 from azshogi.config import ConfigError
-from azshogi.dlshogi_data import (DataFormatError, Hcpe3Writer, eval_from_value, load_buffer, read_hcpe,
-                                  read_hcpe3, result_byte, value_from_eval, visit_counts, winner_of)
-from azshogi.export import export_onnx, hcpe3_to_csa
-from azshogi.pretrain import pretrain
-from azshogi.rules import Rules, Termination
-
-from interop_helpers import CHECKMATE, IMPASSE, REPETITION, play_script, small_config, write_hcpe
+from azshogi.formats import files
+from azshogi.formats.checkpoint import CheckpointError
+from azshogi.formats.dlshogi import (
+    DataFormatError,
+    Hcpe3Writer,
+    read_hcpe,
+    read_hcpe3,
+    result_byte,
+    visit_counts,
+    winner_of,
+)
+from azshogi.shogi.rules import Rules, Termination
+from azshogi.shogi.scores import eval_from_value, value_from_eval
+from azshogi.train.pretrain import pretrain
+from azshogi.train.replay import load_buffer
 
 # At the initial position cshogi's is_legal accepts this move16 (rook 2h-7h promoting outside
 # the promotion zone): legality must be checked against the generated moves.
@@ -158,7 +173,7 @@ def test_failures_write_nothing(tmp_path, hcpe3_file, monkeypatch):
     with pytest.raises(CheckpointError, match="checkpoint not found"):
         export_onnx(tmp_path / "missing.pt", tmp_path / "m.onnx")
     monkeypatch.setattr(torch.onnx, "export", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
-    from azshogi.loop import Loop
+    from azshogi.train.loop import Loop
 
     ckpt_path = Loop(small_config(tmp_path, "run=ok"), show_progress=False).save(partial=False)
     with pytest.raises(RuntimeError, match="boom"):

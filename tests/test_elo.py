@@ -4,7 +4,7 @@ import math
 import pytest
 from cshogi.elo import Elo
 
-from azshogi.elo import estimate
+from azshogi.play.elo import estimate
 
 
 @pytest.mark.parametrize("wins,losses,draws", [(10, 10, 0), (55, 40, 5), (30, 60, 10), (3, 1, 100), (70, 25, 5),

@@ -5,15 +5,23 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
+from play_helpers import tiny_config, torch_threads
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from azshogi.config import (ConfigError, EvalConfig, LoopConfig, ReplayConfig, RulesConfig, SelfPlayConfig,
-                            TrainConfig, register_configs, to_config)
-from azshogi.evaluation import evaluate_checkpoint
-from azshogi.loop import Loop
-from azshogi.network import build
-
-from play_helpers import torch_threads, tiny_config
+from azshogi.config import (
+    ConfigError,
+    EvalConfig,
+    LoopConfig,
+    ReplayConfig,
+    RulesConfig,
+    SelfPlayConfig,
+    TrainConfig,
+    register_configs,
+    to_config,
+)
+from azshogi.nn.network import build
+from azshogi.play.gauntlet import evaluate_checkpoint
+from azshogi.train.loop import Loop
 
 
 @pytest.fixture(autouse=True)

@@ -5,20 +5,26 @@ import numpy as np
 import pytest
 import torch
 from cshogi import CSA
+from interop_helpers import (
+    CHECKMATE,
+    IMPASSE,
+    PERPETUAL_CHECK,
+    REPETITION,
+    play_script,
+    random_positions,
+)
 
-from azshogi import features
-from azshogi.dlshogi_data import Hcpe3Writer
-from azshogi.export import main as export_main
-from azshogi.rules import Rules
-
-from interop_helpers import CHECKMATE, IMPASSE, PERPETUAL_CHECK, REPETITION, play_script, random_positions
+from azshogi.commands.export import main as export_main
+from azshogi.formats.dlshogi import Hcpe3Writer
+from azshogi.shogi import features
+from azshogi.shogi.rules import Rules
 
 
 def tiny_checkpoint(tmp_path, seed=0):
     """A checkpoint file as the loop writes it (model and config are what export reads)."""
-    from azshogi.loop import Loop
-
     from interop_helpers import small_config
+
+    from azshogi.train.loop import Loop
 
     cfg = small_config(tmp_path, "run=exp", f"seed={seed}")
     loop = Loop(cfg, show_progress=False)

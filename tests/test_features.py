@@ -3,7 +3,7 @@ import cshogi
 import numpy as np
 from cshogi import dlshogi
 
-from azshogi import features
+from azshogi.shogi import features
 
 
 def random_positions(count, seed=0, max_plies=120):

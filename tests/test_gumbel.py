@@ -2,13 +2,12 @@
 import cshogi
 import numpy as np
 import pytest
+from conftest import FunctionEvaluator, uniform_evaluator
 
-from azshogi import features
-from azshogi.rules import Rules
 from azshogi.search import GumbelSearch, considered_visit_sequence
 from azshogi.search.gumbel import completed_q, sigma
-
-from conftest import FunctionEvaluator, uniform_evaluator
+from azshogi.shogi import features
+from azshogi.shogi.rules import Rules
 
 
 @pytest.mark.parametrize("m, n, expected", [

@@ -8,12 +8,18 @@ import cshogi
 import numpy as np
 import pytest
 from cshogi import dlshogi
+from interop_helpers import (
+    CHECKMATE,
+    IMPASSE,
+    PERPETUAL_CHECK,
+    REPETITION,
+    play_script,
+    small_config,
+)
 
-from azshogi.dlshogi_data import Hcpe3Writer, read_hcpe3
-from azshogi.loop import Loop, rules_of
-from azshogi.rules import Rules, Termination, outcome
-
-from interop_helpers import CHECKMATE, IMPASSE, PERPETUAL_CHECK, REPETITION, play_script, small_config
+from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe3
+from azshogi.shogi.rules import Rules, Termination, outcome
+from azshogi.train.loop import Loop, rules_of
 
 # --- the format, as REFERENCE.md and dlshogi's cppshogi.h describe it ---
 HEADER = np.dtype([("hcp", "u1", 32), ("moveNum", "<u2"), ("result", "u1"), ("opponent", "u1")])

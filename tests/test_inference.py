@@ -3,12 +3,12 @@ the plain fp32 network, and follows the shared model's weights as they change.""
 import numpy as np
 import pytest
 import torch
-
-from azshogi import features
-from azshogi.evaluator import LocalEvaluator
-from azshogi.inference import InferenceNet, batch_buckets
-from azshogi.network import build
 from test_features import random_positions
+
+from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.nn.inference import InferenceNet, batch_buckets
+from azshogi.nn.network import build
+from azshogi.shogi import features
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import compose_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from azshogi import checkpoint as ckpt
 from azshogi.config import ConfigError, to_config
-from azshogi.loop import train
-
-from conftest import compose_config
+from azshogi.formats import checkpoint as ckpt
+from azshogi.train.loop import train
 
 
 def scalar_tags(log_dir: Path) -> set:
@@ -156,7 +155,7 @@ def test_loop_runs_with_two_search_threads(tiny_config):
 
 def test_progress_lines_without_a_terminal(tiny_config, tmp_path, monkeypatch):
     # Under pytest stderr is not a terminal: progress goes to the log as lines, here at every step.
-    monkeypatch.setattr("azshogi.monitor.PROGRESS_LINE_SECONDS", 0.0)
+    monkeypatch.setattr("azshogi.train.monitor.PROGRESS_LINE_SECONDS", 0.0)
     train(tiny_config("loop.max_checkpoints=1"), show_progress=True)
     log = (tmp_path / "logs" / "t" / "azshogi.log").read_text()
     assert "self-play → checkpoint 1:" in log and "training → checkpoint 1:" in log

@@ -1,7 +1,14 @@
 """Untrusted positions are checked before cshogi sees them (its set_sfen can abort the process)."""
 import pytest
 
-from azshogi.positions import STARTPOS_SFEN, PositionError, board_after, parse_position, read_openings, validate_sfen
+from azshogi.shogi.positions import (
+    STARTPOS_SFEN,
+    PositionError,
+    board_after,
+    parse_position,
+    read_openings,
+    validate_sfen,
+)
 
 
 @pytest.mark.parametrize("sfen,why", [

@@ -11,16 +11,24 @@ import numpy as np
 import pytest
 import torch
 from cshogi import dlshogi
+from interop_helpers import (
+    CHECKMATE,
+    IMPASSE,
+    REPETITION,
+    play_script,
+    small_config,
+    write_hcpe,
+)
 
-from azshogi import checkpoint as ckpt
 from azshogi.config import ConfigError
-from azshogi.dlshogi_data import Hcpe3Writer, load_buffer, read_hcpe
-from azshogi.loop import Loop
-from azshogi.network import build
-from azshogi.pretrain import evaluate, pretrain
-from azshogi.rules import Rules
-
-from interop_helpers import CHECKMATE, IMPASSE, REPETITION, play_script, small_config, write_hcpe
+from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe
+from azshogi.nn.network import build
+from azshogi.play.models import load_model
+from azshogi.shogi.rules import Rules
+from azshogi.train.loop import Loop
+from azshogi.train.pretrain import evaluate, pretrain
+from azshogi.train.replay import load_buffer
 
 
 def test_hcpe_written_with_cshogis_dtype_is_read(tmp_path):
@@ -53,7 +61,7 @@ def test_pretraining_lowers_the_held_out_loss_and_the_loop_continues(tmp_path):
     before = evaluate(build(1, 16, 32), test, slots, cfg, torch.device("cpu"))
     path = pretrain(cfg, show_progress=False)
     assert path == tmp_path / "checkpoints" / "pre" / "ckpt-00000.pt"
-    model, _ = ckpt.load_model(path)
+    model, _ = load_model(path)
     after = evaluate(model, test, slots, cfg, torch.device("cpu"))
     assert after.policy_loss < before.policy_loss - 0.5
     assert after.value_loss < before.value_loss

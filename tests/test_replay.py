@@ -4,10 +4,11 @@ import io
 import numpy as np
 import pytest
 import torch
-
-from azshogi import features
-from azshogi.replay import GameRecord, ReplayBuffer
 from test_features import random_positions
+
+from azshogi.shogi import features
+from azshogi.shogi.game_record import GameRecord
+from azshogi.train.replay import ReplayBuffer
 
 
 def make_game(game_id, boards, rng):

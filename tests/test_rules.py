@@ -2,7 +2,7 @@
 import cshogi
 import pytest
 
-from azshogi.rules import Rules, Termination, outcome, winner
+from azshogi.shogi.rules import Rules, Termination, outcome, winner
 
 RULES = Rules(max_plies=320, impasse_rule=27)
 

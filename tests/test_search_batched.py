@@ -4,14 +4,13 @@ import cshogi
 import numpy as np
 import pytest
 import torch
-
-from azshogi import features
-from azshogi.rules import Rules
-from azshogi.search import GumbelSearch, PuctSearch
-
 from conftest import FunctionEvaluator, uniform_evaluator
 from test_features import random_positions
 from test_gumbel import MATE_IN_ONE
+
+from azshogi.search import GumbelSearch, PuctSearch
+from azshogi.shogi import features
+from azshogi.shogi.rules import Rules
 
 
 def rowwise_network(net):

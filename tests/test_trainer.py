@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from azshogi.config import LrSchedule, TrainConfig
-from azshogi.replay import Batch
-from azshogi.trainer import Trainer, TrainingDiverged, learning_rate
+from azshogi.train.replay import Batch
+from azshogi.train.trainer import Trainer, TrainingDiverged, learning_rate
 
 
 def fixed_batch(n=16, seed=0):

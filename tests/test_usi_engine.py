@@ -3,7 +3,6 @@ import time
 
 import cshogi
 import pytest
-
 from play_helpers import UsiSession, make_tiny_checkpoint
 
 MATE_IN_ONE = "4k4/9/4G4/9/9/9/9/9/4K4 b G 1"  # G*5b mates

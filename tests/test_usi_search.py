@@ -4,14 +4,14 @@ import cshogi
 import numpy as np
 import pytest
 import torch
-
-from azshogi.evaluator import LocalEvaluator
-from azshogi.network import build
-from azshogi.rules import Rules
-from azshogi.timeman import GoLimits, parse_go, plan
-from azshogi.usi_search import GameSearch, reroot, win_rate_to_cp
-
 from play_helpers import torch_threads
+
+from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.nn.network import build
+from azshogi.play.timeman import GoLimits, parse_go, plan
+from azshogi.search.anytime import GameSearch, reroot
+from azshogi.shogi.rules import Rules
+from azshogi.shogi.scores import win_rate_to_cp
 
 
 @pytest.fixture(autouse=True)

@@ -11,15 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from azshogi import checkpoint as ckpt
-from azshogi import features
-from azshogi.evaluator import LocalEvaluator
-from azshogi.loop import build_components, train
-from azshogi.server import SHM_PREFIX, ClientEvaluator, InferenceServer, WorkerError
-from azshogi.workers import shares
-
 from conftest import TINY
+
+from azshogi.formats import checkpoint as ckpt
+from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.selfplay.server import (
+    SHM_PREFIX,
+    ClientEvaluator,
+    InferenceServer,
+    WorkerError,
+)
+from azshogi.selfplay.workers import shares
+from azshogi.shogi import features
+from azshogi.train.loop import build_components, train
 
 
 def our_segments(pid=None) -> list:
@@ -112,7 +116,7 @@ def test_server_answers_each_request_like_a_direct_forward_pass(tiny_net):
 
 
 def test_back_to_back_requests_are_evaluated_in_place_others_gathered(tiny_net):
-    from azshogi.server import receive_message, send_message
+    from azshogi.selfplay.server import receive_message, send_message
 
     evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
     server = InferenceServer(evaluator, [4, 4], max_batch=8, wait_s=1.0)

@@ -1,13 +1,13 @@
 """Tree search over batched array trees: Gumbel AlphaZero (default) and PUCT."""
 from __future__ import annotations
 
-from ..config import SearchConfig, SearchKind
-from ..evaluator import Evaluator
-from ..rules import Rules
-from .gumbel import GumbelSearch, considered_visit_sequence
-from .puct import PuctSearch
-from .result import SearchResult
-from .threaded import ThreadedSearch
+from azshogi.config import SearchConfig, SearchKind
+from azshogi.search.base import Evaluator
+from azshogi.search.gumbel import GumbelSearch, considered_visit_sequence
+from azshogi.search.puct import PuctSearch
+from azshogi.search.result import SearchResult
+from azshogi.search.threaded import ThreadedSearch
+from azshogi.shogi.rules import Rules
 
 __all__ = ["GumbelSearch", "PuctSearch", "SearchResult", "ThreadedSearch", "considered_visit_sequence",
            "make_search"]

@@ -15,11 +15,11 @@ from typing import Optional, Sequence
 import cshogi
 import numpy as np
 
-from ..evaluator import Evaluator
-from ..rules import Rules
-from .result import SearchResult, make_result
-from .simulator import Simulator
-from .tree import Tree, masked_softmax
+from azshogi.search.base import Evaluator
+from azshogi.search.result import SearchResult, make_result
+from azshogi.search.simulator import Simulator
+from azshogi.search.tree import Tree, masked_softmax
+from azshogi.shogi.rules import Rules
 
 
 @lru_cache(maxsize=None)

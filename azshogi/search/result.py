@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tree import Tree
+from azshogi.search.tree import Tree
 
 
 @dataclass(frozen=True)

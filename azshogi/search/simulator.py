@@ -17,10 +17,10 @@ from typing import Callable, Optional, Sequence
 import cshogi
 import numpy as np
 
-from .. import features
-from ..evaluator import Evaluator
-from ..rules import Rules, outcome
-from .tree import Tree
+from azshogi.search.base import Evaluator
+from azshogi.search.tree import Tree
+from azshogi.shogi import features
+from azshogi.shogi.rules import Rules, outcome
 
 # The look-back for repetitions inside the tree (dlshogi uses 16 plies too): enough for
 # perpetual checks and shuffles, cheap to test at every leaf.

@@ -13,7 +13,7 @@ from typing import Sequence
 import cshogi
 import numpy as np
 
-from .result import SearchResult
+from azshogi.search.result import SearchResult
 
 
 def _split(count: int, groups: int) -> list[slice]:

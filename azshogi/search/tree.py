@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from .. import features
+from azshogi.shogi import features
 
 _EDGE_ARRAYS = ("edge_move", "edge_label", "edge_logit", "edge_child", "edge_visits", "edge_value_sum")
 

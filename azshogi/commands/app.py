@@ -1,0 +1,48 @@
+"""The shared shape of azshogi's Hydra commands: parse overrides, validate, run, and turn the
+errors a user can cause (bad settings, bad files, a diverging run) into one line and exit 2."""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import hydra
+from omegaconf import DictConfig
+
+from azshogi.config import Config, ConfigError, register_configs, to_config
+from azshogi.formats.checkpoint import CheckpointError
+from azshogi.formats.dlshogi import DataFormatError
+from azshogi.selfplay.server import WorkerError
+from azshogi.train.trainer import TrainingDiverged
+
+USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError)
+
+register_configs()
+
+
+def fail(program: str, message: str) -> None:
+    print(f"{program}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def key_values(pairs, program: str) -> dict:
+    """{KEY: VALUE} from command-line items 'KEY=VALUE'; a malformed item stops the program."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"{program}: an option is KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def hydra_command(program: str, body: Callable[[Config], object]) -> Callable[[], None]:
+    """A console-script main() running `body(config)` on azshogi's Hydra config."""
+
+    @hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
+    def _main(dict_cfg: DictConfig) -> None:
+        try:
+            body(to_config(dict_cfg))
+        except USER_ERRORS as e:
+            fail(program, str(e))
+
+    return _main

@@ -1,0 +1,53 @@
+"""`azshogi-export`: a checkpoint's network as dlshogi's ONNX model; hcpe3 games as CSA files.
+
+    azshogi-export onnx CHECKPOINT OUT.onnx [--opset 17]
+    azshogi-export hcpe3-to-csa IN.hcpe3 OUTDIR
+
+The ONNX model has dlshogi's interface, so engines that load dlshogi models (dlshogi itself with
+TensorRT or ONNX Runtime, and the engines built on it) can play it: inputs `input1` (N, 62, 9, 9)
+and `input2` (N, 57, 9, 9) float32, outputs `output_policy` (N, 2187) logits and `output_value`
+(N, 1) the side to move's win probability (the sigmoid of the value logit), N dynamic. It needs
+the `onnx` package (`pip install 'azshogi[export]'`). Every output file is written to a
+temporary name and renamed; a malformed input writes nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from azshogi.formats.checkpoint import CheckpointError
+from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
+from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, write_onnx
+from azshogi.play.models import load_model
+
+
+def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path:
+    model, _ = load_model(Path(checkpoint))
+    return write_onnx(model, Path(out), opset)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="azshogi-export", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("onnx", help="a checkpoint's network as a dlshogi-compatible ONNX model")
+    p.add_argument("checkpoint", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default {DEFAULT_OPSET})")
+    p = sub.add_parser("hcpe3-to-csa", help="the games of an hcpe3 file as CSA records")
+    p.add_argument("hcpe3", type=Path)
+    p.add_argument("out_dir", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "onnx":
+            print(export_onnx(args.checkpoint, args.out, args.opset))
+        else:
+            written = hcpe3_to_csa(args.hcpe3, args.out_dir)
+            print(f"{len(written)} games written to {args.out_dir}")
+    except (CheckpointError, DataFormatError, ExportError) as e:
+        print(f"azshogi-export: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

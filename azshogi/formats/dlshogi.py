@@ -1,0 +1,433 @@
+"""dlshogi's training-data formats, read and written: hcpe (positions) and hcpe3 (games).
+
+hcpe, 38 bytes per position (the layout of `cshogi.HuffmanCodedPosAndEval`):
+    hcp u8[32], eval i16, bestMove16 u16, gameResult u8, padding u8
+hcpe3, dlshogi's self-play records, one game after another:
+    header    36 bytes: hcp u8[32] (the start position), moveNum u16, result u8, opponent u8
+    per move   6 bytes: selectedMove16 u16, eval i16, candidateNum u16,
+               then candidateNum x 4 bytes: move16 u16, visitNum u16
+Little-endian throughout. A move16 is the low 16 bits of a cshogi move (origin or dropped
+piece, destination, promotion). `eval` is dlshogi's score from the side to move:
+756.0864962951762 * logit(win probability), +-30000 for a proven win or loss.
+
+The result byte (dlshogi's cppshogi.h): the winner in bits 0-1 (0 draw, 1 black won, 2 white
+won) plus flags for how the game ended: 0x4 repetition draw (sennichite), 0x8 impasse
+declaration (nyugyoku), 0x10 move limit. dlshogi's source spells the last flag 0x16, which also
+sets the "white won" winner bit and the repetition flag (dlshogi writes it only with
+--out_max_move). azshogi writes 0x10, so that readers masking the winner with 0x3 (as dlshogi's
+does) see a draw, and reads any byte with 0x10 set as a draw by the move limit.
+
+Self-play games are written with the improved policy target (Gumbel search) as candidate
+"visits": the sparse target's probabilities scaled to integers summing to `VISIT_TOTAL` by
+largest remainders, so visits / sum(visits) is the target within 1 / VISIT_TOTAL per move.
+Entries that round to zero visits are left out. The eval is the search's root value.
+
+Reading validates everything (sizes, start positions, the legality of every move and candidate
+by replaying each game) and raises DataFormatError naming the file and the record.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import cshogi
+import numpy as np
+
+from azshogi.formats.files import write_atomically
+from azshogi.formats.records import write_csa
+from azshogi.shogi import features
+from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.rules import Termination
+from azshogi.shogi.scores import eval_from_value, value_from_eval
+
+HCPE_DTYPE = np.dtype([("hcp", np.uint8, 32), ("eval", "<i2"), ("bestMove16", "<u2"),
+                       ("gameResult", np.uint8), ("dummy", np.uint8)])
+HCPE3_HEADER_DTYPE = np.dtype([("hcp", np.uint8, 32), ("moveNum", "<u2"), ("result", np.uint8),
+                               ("opponent", np.uint8)])
+MOVE_INFO_DTYPE = np.dtype([("selectedMove16", "<u2"), ("eval", "<i2"), ("candidateNum", "<u2")])
+MOVE_VISITS_DTYPE = np.dtype([("move16", "<u2"), ("visitNum", "<u2")])
+assert (HCPE_DTYPE.itemsize, HCPE3_HEADER_DTYPE.itemsize, MOVE_INFO_DTYPE.itemsize,
+        MOVE_VISITS_DTYPE.itemsize) == (38, 36, 6, 4)
+_MOVE_INFO = struct.Struct("<HhH")
+
+DRAW, BLACK_WIN, WHITE_WIN = 0, 1, 2
+GAMERESULT_SENNICHITE = 0x4
+GAMERESULT_NYUGYOKU = 0x8
+GAMERESULT_MAXMOVE = 0x10
+
+VISIT_TOTAL = 65535  # candidate visits of a written position sum to this
+MAX_CANDIDATES = 593  # the most legal moves of any shogi position
+
+_FLAGS = {Termination.REPETITION: GAMERESULT_SENNICHITE, Termination.IMPASSE: GAMERESULT_NYUGYOKU,
+          Termination.MAX_PLIES: GAMERESULT_MAXMOVE}
+
+
+class DataFormatError(ValueError):
+    """A data file is malformed; the message names the file and the record."""
+
+
+# --- conversions ---
+
+def result_byte(winner: Optional[int], termination: Termination) -> int:
+    """dlshogi's result byte for a game won by `winner` (cshogi.BLACK/WHITE, None = draw).
+    Repetitions that someone wins (perpetual check), checkmates, resignations and mate
+    adjudications carry no flag, as in dlshogi's self-play."""
+    win = DRAW if winner is None else (BLACK_WIN if winner == cshogi.BLACK else WHITE_WIN)
+    return win | _FLAGS.get(termination, 0)
+
+
+def winner_of(result: int) -> Optional[int]:
+    """The winning colour recorded in a result byte (None = draw); see the module docstring
+    for the move-limit flag."""
+    if result & GAMERESULT_MAXMOVE:
+        return None
+    win = result & 0x3
+    return None if win == DRAW else (cshogi.BLACK if win == BLACK_WIN else cshogi.WHITE)
+
+
+def visit_counts(probs: np.ndarray, offsets: Optional[np.ndarray] = None, total: int = VISIT_TOTAL) -> np.ndarray:
+    """Probabilities (E,) -> integer counts (E,) summing to `total` within each segment
+    [offsets[p], offsets[p + 1]) (default: one segment), by largest remainders, so that
+    |count / total - probability| <= 1 / total. Vectorized over a whole game's positions."""
+    p = np.asarray(probs, np.float64)
+    offsets = np.array([0, len(p)]) if offsets is None else np.asarray(offsets, np.int64)
+    num = len(offsets) - 1
+    segment = np.repeat(np.arange(num), np.diff(offsets))
+    scaled = p / np.bincount(segment, weights=p, minlength=num)[segment] * total
+    counts = np.floor(scaled).astype(np.int64)
+    short = total - np.bincount(segment, weights=counts, minlength=num).round().astype(np.int64)
+    order = np.lexsort((counts - scaled, segment))  # by segment, then largest remainder first
+    rank = np.empty(len(p), np.int64)
+    rank[order] = np.arange(len(p)) - offsets[segment[order]]
+    return counts + (rank < short[segment])
+
+
+def termination_of(result: int, board: cshogi.Board) -> Termination:
+    """How a recorded game ended, from its result byte and its final position. Games won with
+    no flag and no mate or repetition on the board were given up or adjudicated (dlshogi's
+    win-rate threshold and mate search, azshogi's mate adjudication): RESIGN."""
+    if result & GAMERESULT_MAXMOVE:
+        return Termination.MAX_PLIES
+    if result & GAMERESULT_NYUGYOKU:
+        return Termination.IMPASSE
+    if result & GAMERESULT_SENNICHITE:
+        return Termination.REPETITION
+    repetition = board.is_draw()
+    if winner_of(result) is None:
+        return Termination.REPETITION if repetition == cshogi.REPETITION_DRAW else Termination.MAX_PLIES
+    if board.is_game_over():
+        return Termination.CHECKMATE
+    if repetition in (cshogi.REPETITION_WIN, cshogi.REPETITION_LOSE):
+        return Termination.PERPETUAL_CHECK
+    return Termination.RESIGN
+
+
+# --- writing hcpe3 ---
+
+def encode_game(record: GameRecord, moves_usi: Sequence[str], termination: Termination,
+                winner: Optional[int], opponent: int = 0) -> bytes:
+    """One finished self-play game as hcpe3 bytes. record.hcps[0] is the start position and
+    record position i is the one before moves_usi[i]; its sparse policy target becomes the
+    candidates (see the module docstring). Costs a replay of the game (legal moves and labels
+    per position) plus whole-game numpy work: about 10 us per position."""
+    num, offsets = len(moves_usi), record.policy_offsets
+    board = cshogi.Board()
+    board.set_hcp(record.hcps[0])
+    selected = np.empty(num, np.uint16)
+    entry_move16 = np.empty(len(record.labels), np.uint16)
+    labels = record.labels.tolist()
+    for i, usi in enumerate(moves_usi):
+        # Labels are unique per position (one piece can reach a square from one direction),
+        # so each target entry maps back to exactly one legal move.
+        moves, move_labels = features.legal_moves_and_labels(board)
+        by_label = dict(zip(move_labels, moves))
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        entry_move16[lo:hi] = [by_label[label] & 0xFFFF for label in labels[lo:hi]]
+        move = board.move_from_usi(usi)
+        selected[i] = move & 0xFFFF
+        board.push(move)
+    counts = visit_counts(record.probs, offsets)
+    keep = counts > 0
+    position = np.repeat(np.arange(num), np.diff(offsets))[keep]
+    per_position = np.bincount(position, minlength=num)
+    before = np.concatenate([[0], np.cumsum(per_position)[:-1]]).astype(np.int64)
+    # The moves as one uint16 stream: per position selectedMove16, eval, candidateNum, then
+    # (move16, visitNum) per candidate.
+    starts = 3 * np.arange(num) + 2 * before
+    words = np.empty(3 * num + 2 * len(position), np.uint16)
+    words[starts] = selected
+    words[starts + 1] = eval_from_value(record.root_values[:num]).view(np.uint16)
+    words[starts + 2] = per_position
+    where = starts[position] + 3 + 2 * (np.arange(len(position)) - before[position])
+    words[where] = entry_move16[keep]
+    words[where + 1] = counts[keep]
+    header = np.zeros(1, HCPE3_HEADER_DTYPE)
+    header["hcp"] = record.hcps[0]
+    header["moveNum"] = num
+    header["result"] = result_byte(winner, termination)
+    header["opponent"] = opponent
+    return header.tobytes() + words.astype("<u2").tobytes()
+
+
+class Hcpe3Writer:
+    """Self-play games encoded as they finish, written out when a checkpoint is saved."""
+
+    def __init__(self):
+        self._chunks: list[bytes] = []
+
+    @property
+    def games(self) -> int:
+        return len(self._chunks)
+
+    def add(self, game) -> None:
+        """game: a selfplay.FinishedGame."""
+        self._chunks.append(encode_game(game.record, game.moves, game.termination, game.winner))
+
+    def flush(self, path: Path, append: bool = False) -> Optional[Path]:
+        """Writes the pending games to `path` atomically (after what it holds, with append)
+        and forgets them; returns the path, or None when no game was pending."""
+        if not self._chunks:
+            return None
+        path = Path(path)
+        before = path.read_bytes() if append and path.exists() else b""
+        write_atomically(path, before + b"".join(self._chunks))
+        self._chunks.clear()
+        return path
+
+
+# --- reading ---
+
+def _where(path: Path, record: int, move: Optional[int] = None) -> str:
+    return f"{path}: record {record}" + ("" if move is None else f", move {move}")
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise DataFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _set_position(board: cshogi.Board, hcp: np.ndarray, where: str) -> None:
+    try:
+        board.set_hcp(np.ascontiguousarray(hcp))
+    except RuntimeError:
+        raise DataFormatError(f"{where}: not a valid position (incorrect Huffman code)") from None
+
+
+def _check_result(result: int, where: str) -> None:
+    if not result & GAMERESULT_MAXMOVE and result & 0x3 == 0x3:
+        raise DataFormatError(f"{where}: result byte {result:#04x} names no winner (bits 0-1 are 3)")
+
+
+@dataclass
+class Hcpe3Game:
+    """One game of an hcpe3 file: M moves, C candidate entries in all.
+
+    start_hcp: (32,) uint8; result: the result byte; opponent: dlshogi's opponent byte (0 =
+    self-play). moves16, evals: (M,) uint16 / int16; candidate_offsets: (M + 1,) int64 into
+    candidate_moves16 and visits: (C,) uint16. Found by replaying: moves (M,) cshogi moves,
+    hcps (M, 32) the position before each move, labels (C,) int16 the candidates' policy
+    labels, termination.
+    """
+
+    start_hcp: np.ndarray
+    result: int
+    opponent: int
+    moves16: np.ndarray
+    evals: np.ndarray
+    candidate_offsets: np.ndarray
+    candidate_moves16: np.ndarray
+    visits: np.ndarray
+    moves: np.ndarray
+    hcps: np.ndarray
+    labels: np.ndarray
+    termination: Termination
+
+    @property
+    def winner(self) -> Optional[int]:
+        return winner_of(self.result)
+
+    @property
+    def moves_usi(self) -> list[str]:
+        return [cshogi.move_to_usi(int(m)) for m in self.moves]
+
+    def start_sfen(self) -> str:
+        board = cshogi.Board()
+        board.set_hcp(self.start_hcp)
+        return board.sfen()
+
+
+def _parse_game(data: bytes, offset: int, index: int, path: Path, board: cshogi.Board) -> tuple[Hcpe3Game, int]:
+    end = len(data)
+    if offset + HCPE3_HEADER_DTYPE.itemsize > end:
+        raise DataFormatError(f"{_where(path, index)} (byte {offset}): truncated: {end - offset} bytes "
+                              f"left, a game header needs {HCPE3_HEADER_DTYPE.itemsize}")
+    header = np.frombuffer(data, HCPE3_HEADER_DTYPE, count=1, offset=offset)[0]
+    pos = offset + HCPE3_HEADER_DTYPE.itemsize
+    where = f"{_where(path, index)} (byte {offset})"
+    _set_position(board, header["hcp"], where + ", start position")
+    result = int(header["result"])
+    _check_result(result, where)
+    num_moves = int(header["moveNum"])
+    moves16 = np.empty(num_moves, np.uint16)
+    evals = np.empty(num_moves, np.int16)
+    moves = np.empty(num_moves, np.int64)
+    hcps = np.empty((num_moves, 32), np.uint8)
+    offsets = np.zeros(num_moves + 1, np.int64)
+    cand_moves, cand_visits, cand_labels = [], [], []
+    for m in range(num_moves):
+        if pos + _MOVE_INFO.size > end:
+            raise DataFormatError(f"{_where(path, index, m)}: truncated: the file ends inside the move's "
+                                  f"MoveInfo ({num_moves} moves announced)")
+        selected, score, count = _MOVE_INFO.unpack_from(data, pos)
+        pos += _MOVE_INFO.size
+        if count > MAX_CANDIDATES:
+            raise DataFormatError(f"{_where(path, index, m)}: candidateNum {count} exceeds {MAX_CANDIDATES}")
+        if pos + count * MOVE_VISITS_DTYPE.itemsize > end:
+            raise DataFormatError(f"{_where(path, index, m)}: truncated: the file ends inside the move's "
+                                  f"{count} candidates")
+        cands = np.frombuffer(data, MOVE_VISITS_DTYPE, count=count, offset=pos)
+        pos += count * MOVE_VISITS_DTYPE.itemsize
+        legal = {mv & 0xFFFF: mv for mv in board.legal_moves}
+        move = legal.get(selected)
+        if move is None:
+            raise DataFormatError(f"{_where(path, index, m)}: illegal move {selected:#06x} in {board.sfen()}")
+        turn = board.turn
+        labels = np.empty(count, np.int16)
+        for j, c16 in enumerate(cands["move16"].tolist()):
+            cm = legal.get(c16)
+            if cm is None:
+                raise DataFormatError(f"{_where(path, index, m)}: candidate {j} is an illegal move "
+                                      f"{c16:#06x} in {board.sfen()}")
+            labels[j] = features.move_label(cm, turn)
+        if count and int(cands["visitNum"].astype(np.int64).sum()) == 0:
+            raise DataFormatError(f"{_where(path, index, m)}: all {count} candidates have zero visits")
+        moves16[m], evals[m], moves[m] = selected, score, move
+        board.to_hcp(hcps[m])
+        offsets[m + 1] = offsets[m] + count
+        cand_moves.append(cands["move16"])
+        cand_visits.append(cands["visitNum"])
+        cand_labels.append(labels)
+        board.push(move)
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    game = Hcpe3Game(np.array(header["hcp"]), result, int(header["opponent"]), moves16, evals, offsets,
+                     cat(cand_moves, np.uint16), cat(cand_visits, np.uint16), moves, hcps,
+                     cat(cand_labels, np.int16), termination_of(result, board))
+    return game, pos
+
+
+def read_hcpe3(path: Path) -> list[Hcpe3Game]:
+    """Every game of an hcpe3 file, each replayed and checked; raises DataFormatError."""
+    path = Path(path)
+    data = _read_bytes(path)
+    games, offset, board = [], 0, cshogi.Board()
+    while offset < len(data):
+        game, offset = _parse_game(data, offset, len(games), path, board)
+        games.append(game)
+    return games
+
+
+def read_hcpe(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The records of an hcpe file, checked: (records (N,) HCPE_DTYPE, labels (N,) int16 of
+    their best moves); raises DataFormatError."""
+    path = Path(path)
+    data = _read_bytes(path)
+    size = HCPE_DTYPE.itemsize
+    if len(data) % size:
+        raise DataFormatError(f"{path}: {len(data)} bytes is not a whole number of {size}-byte hcpe records "
+                              f"(record {len(data) // size} is truncated, or this is not an hcpe file)")
+    records = np.frombuffer(data, HCPE_DTYPE)
+    labels = np.empty(len(records), np.int16)
+    board = cshogi.Board()
+    for i in range(len(records)):
+        where = _where(path, i)
+        _set_position(board, records["hcp"][i], where)
+        _check_result(int(records["gameResult"][i]), where)
+        best = int(records["bestMove16"][i])
+        move = next((mv for mv in board.legal_moves if mv & 0xFFFF == best), None)
+        if move is None:
+            raise DataFormatError(f"{where}: illegal best move {best:#06x} in {board.sfen()}")
+        labels[i] = features.move_label(move, board.turn)
+    return records, labels
+
+
+# --- training positions ---
+
+def _results(winner: Optional[int], turns: np.ndarray) -> np.ndarray:
+    """+1/0/-1 from the side to move (turns: (P,) cshogi colours)."""
+    if winner is None:
+        return np.zeros(len(turns), np.int8)
+    return np.where(turns == winner, 1, -1).astype(np.int8)
+
+
+def _turns(hcps: np.ndarray) -> np.ndarray:
+    # The side to move is the first bit of a HuffmanCodedPos.
+    return (hcps[:, 0] & 1).astype(np.int64)
+
+
+def records_from_file(path: Path, game_ids: Iterable[int]) -> list[GameRecord]:
+    """Training positions of an .hcpe or .hcpe3 file, chosen by the suffix, as replay-buffer
+    games taking their ids from `game_ids`. An hcpe file is one record with one-hot policies;
+    hcpe3 positions whose move has no candidates (dlshogi's random opening moves) are left out."""
+    path = Path(path)
+    ids = iter(game_ids)
+    if path.suffix == ".hcpe":
+        recs, labels = read_hcpe(path)
+        n = len(recs)
+        hcps = np.ascontiguousarray(recs["hcp"])
+        winners = recs["gameResult"]
+        results = np.zeros(n, np.int8)
+        for value in np.unique(winners):
+            rows = winners == value
+            results[rows] = _results(winner_of(int(value)), _turns(hcps[rows]))
+        return [GameRecord(next(ids), hcps, results, value_from_eval(recs["eval"]), np.zeros(n, np.int16),
+                           np.arange(n + 1, dtype=np.int64), labels, np.ones(n, np.float32))]
+    if path.suffix == ".hcpe3":
+        out = []
+        for game in read_hcpe3(path):
+            counts = np.diff(game.candidate_offsets)
+            kept = np.flatnonzero(counts > 0)  # the other positions own no candidate entries
+            if len(kept) == 0:
+                continue
+            offsets = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64)
+            visits = game.visits.astype(np.float32)
+            probs = visits / np.repeat(np.add.reduceat(visits, offsets[:-1]), counts[kept])
+            hcps = game.hcps[kept]
+            out.append(GameRecord(next(ids), hcps, _results(game.winner, _turns(hcps)),
+                                  value_from_eval(game.evals[kept]), kept.astype(np.int16), offsets,
+                                  game.labels, probs))
+        return out
+    raise DataFormatError(f"{path}: unknown data file type (expected a .hcpe or .hcpe3 file)")
+
+
+def load_records(paths: Sequence[Path]) -> list[GameRecord]:
+    """Every training position of the files; games get the ids -1, -2, ... (self-play games
+    count up from 0, so the two never share an id)."""
+    ids = iter(range(-1, -(1 << 62), -1))
+    out = []
+    for path in paths:
+        out.extend(records_from_file(Path(path), ids))
+    return out
+
+
+# --- hcpe3 games as CSA records ---
+
+def hcpe3_to_csa(hcpe3: Path, out_dir: Path) -> list[Path]:
+    """One CSA file per game, OUTDIR/<stem>-<game index>.csa. The whole input is read and
+    checked before anything is written."""
+    hcpe3, out_dir = Path(hcpe3), Path(out_dir)
+    games = read_hcpe3(hcpe3)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, game in enumerate(games):
+        sfen = game.start_sfen()
+        start = None if sfen.split(" ")[:3] == cshogi.STARTING_SFEN.split(" ")[:3] else sfen
+        path = out_dir / f"{hcpe3.stem}-{i:06d}.csa"
+        comment = (f"{hcpe3.name} game {i}: result byte {game.result:#04x}, opponent {game.opponent}, "
+                   f"{game.termination.name.lower()}")
+        write_csa(path, game.moves_usi, game.termination, ("black", "white"), start, comment)
+        written.append(path)
+    return written

@@ -1,0 +1,130 @@
+"""The inference form of the shared network: batch-norm folded into the convolutions,
+channels_last memory, autocast, and optionally torch.compile on fixed (padded) batch shapes.
+
+`FoldedNet` holds no weights of its own making: `refresh()` recomputes its folded tensors from
+the trained model *in place*, and `InferenceNet` calls it whenever the model's parameters or
+statistics have changed (PyTorch bumps a tensor's version on every in-place update, as an
+optimizer step or load_state_dict does). So self-play always sees the weights training produced,
+and a compiled graph stays valid across refreshes.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from azshogi.nn.network import PolicyValueNet
+
+
+def _fold(conv_weight: torch.Tensor, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight, bias) of conv followed by eval-mode batch norm."""
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    return conv_weight * scale.reshape(-1, 1, 1, 1), bn.bias - bn.running_mean * scale
+
+
+class FoldedNet(nn.Module):
+    """PolicyValueNet's eval-mode function with every batch norm folded away."""
+
+    def __init__(self, source: PolicyValueNet):
+        super().__init__()
+        self.source = [source]  # a list: not registered as a submodule (no second state_dict)
+        self.blocks = source.blocks
+        self.weights = nn.ParameterDict()
+        with torch.no_grad():
+            for name, tensor in self._folded().items():
+                self.weights[name] = nn.Parameter(tensor.detach().clone(), requires_grad=False)
+
+    def _folded(self) -> dict:
+        s = self.source[0]
+        out = {}
+        w1, b = _fold(s.stem1.weight, s.stem_bn)
+        w2, _ = _fold(s.stem2.weight, s.stem_bn)
+        out.update(stem1_w=w1, stem2_w=w2, stem_b=b)
+        for i, block in enumerate(s.tower):
+            out[f"b{i}_w1"], out[f"b{i}_b1"] = _fold(block.conv1.weight, block.bn1)
+            out[f"b{i}_w2"], out[f"b{i}_b2"] = _fold(block.conv2.weight, block.bn2)
+        out["policy_w"], out["policy_b"] = s.policy_conv.weight, s.policy_conv.bias
+        out["value_w"], out["value_b"] = _fold(s.value_conv.weight, s.value_bn)
+        out["fc1_w"], out["fc1_b"] = s.value_fc1.weight, s.value_fc1.bias
+        out["fc2_w"], out["fc2_b"] = s.value_fc2.weight, s.value_fc2.bias
+        return out
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        for name, tensor in self._folded().items():
+            self.weights[name].copy_(tensor)  # in place: keeps memory format and compiled graphs
+
+    def forward(self, features1: torch.Tensor, features2: torch.Tensor):
+        w = self.weights
+        x = F.relu(F.conv2d(features1, w["stem1_w"], w["stem_b"], padding=1) + F.conv2d(features2, w["stem2_w"]))
+        for i in range(self.blocks):
+            y = F.relu(F.conv2d(x, w[f"b{i}_w1"], w[f"b{i}_b1"], padding=1))
+            x = F.relu(x + F.conv2d(y, w[f"b{i}_w2"], w[f"b{i}_b2"], padding=1))
+        policy = F.conv2d(x, w["policy_w"], w["policy_b"]).flatten(1)
+        v = F.relu(F.conv2d(x, w["value_w"], w["value_b"])).flatten(1)
+        value = F.linear(F.relu(F.linear(v, w["fc1_w"], w["fc1_b"])), w["fc2_w"], w["fc2_b"])
+        return policy, value
+
+
+def _version(model: nn.Module) -> int:
+    return sum(t._version for t in model.state_dict().values())
+
+
+def batch_buckets(max_batch: int) -> list[int]:
+    """Compiled shapes: powers of two from 8, and the largest batch itself."""
+    sizes, b = [], 8
+    while b < max_batch:
+        sizes.append(b)
+        b *= 2
+    return sizes + [max_batch]
+
+
+class InferenceNet:
+    """Callable (x1, x2) -> (policy logits, value logit) on the shared model's current weights."""
+
+    def __init__(self, model: PolicyValueNet, device: torch.device, dtype: torch.dtype = torch.float32,
+                 channels_last: bool = True, fold_batchnorm: bool = True, compile: bool = False,
+                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None):
+        self.model, self.device, self.dtype = model, device, dtype
+        self.channels_last = channels_last
+        self.fold = fold_batchnorm and isinstance(model, PolicyValueNet)
+        self.net: nn.Module = FoldedNet(model).to(device) if self.fold else model
+        if channels_last:
+            self.net = self.net.to(memory_format=torch.channels_last)
+        self._seen_version = _version(model)
+        self.buckets: Optional[list[int]] = None
+        if compile:
+            if compile_cache:
+                Path(compile_cache).expanduser().mkdir(parents=True, exist_ok=True)
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(compile_cache).expanduser()))
+            self.net = torch.compile(self.net, dynamic=False)
+            self.buckets = batch_buckets(max_batch or 512)
+
+    def _sync_weights(self) -> None:
+        version = _version(self.model)
+        if version != self._seen_version:
+            if self.fold:
+                (self.net._orig_mod if hasattr(self.net, "_orig_mod") else self.net).refresh()
+            self._seen_version = version
+
+    def __call__(self, x1: torch.Tensor, x2: torch.Tensor):
+        self._sync_weights()
+        if self.model.training:
+            self.model.eval()
+        n = x1.shape[0]
+        if self.buckets is not None:  # pad to a compiled shape
+            size = next((b for b in self.buckets if b >= n), n)
+            if size != n:
+                x1 = F.pad(x1, (0, 0, 0, 0, 0, 0, 0, size - n))
+                x2 = F.pad(x2, (0, 0, 0, 0, 0, 0, 0, size - n))
+        if self.channels_last:
+            x1 = x1.contiguous(memory_format=torch.channels_last)
+            x2 = x2.contiguous(memory_format=torch.channels_last)
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
+                                                    enabled=self.dtype != torch.float32):
+            policy, value = self.net(x1, x2)
+        return policy[:n], value[:n]

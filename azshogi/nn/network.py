@@ -1,0 +1,75 @@
+"""The policy-value network: a residual tower on dlshogi's inputs and outputs.
+
+forward(features1, features2) takes (N, 62, 9, 9) and (N, 57, 9, 9) float tensors, as dlshogi's
+network does, and returns (policy_logits (N, 2187), value_logit (N, 1)). The value logit's
+sigmoid is the side to move's probability of winning (dlshogi's export applies that sigmoid;
+`predict` and the ONNX export do too).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from azshogi.config import ModelConfig
+from azshogi.shogi.features import FEATURES1_PLANES, FEATURES2_PLANES, NUM_LABELS
+
+POLICY_PLANES = NUM_LABELS // 81  # 27 move directions (including drops) per destination square
+VALUE_PLANES = 4
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(x + y)
+
+
+class PolicyValueNet(nn.Module):
+    def __init__(self, blocks: int = 5, channels: int = 64, value_hidden: int = 256):
+        super().__init__()
+        self.blocks, self.channels, self.value_hidden = blocks, channels, value_hidden
+        # Board planes get a 3x3 view; the hand/check planes (constant per plane) a 1x1 one.
+        self.stem1 = nn.Conv2d(FEATURES1_PLANES, channels, 3, padding=1, bias=False)
+        self.stem2 = nn.Conv2d(FEATURES2_PLANES, channels, 1, bias=False)
+        self.stem_bn = nn.BatchNorm2d(channels)
+        self.tower = nn.Sequential(*[ResidualBlock(channels) for _ in range(blocks)])
+        self.policy_conv = nn.Conv2d(channels, POLICY_PLANES, 1)
+        self.value_conv = nn.Conv2d(channels, VALUE_PLANES, 1, bias=False)
+        self.value_bn = nn.BatchNorm2d(VALUE_PLANES)
+        self.value_fc1 = nn.Linear(VALUE_PLANES * 81, value_hidden)
+        self.value_fc2 = nn.Linear(value_hidden, 1)
+
+    def forward(self, features1: torch.Tensor, features2: torch.Tensor):
+        x = F.relu(self.stem_bn(self.stem1(features1) + self.stem2(features2)))
+        x = self.tower(x)
+        # Plane-major flattening gives label = direction * 81 + square, dlshogi's label order.
+        policy = self.policy_conv(x).flatten(1)
+        v = F.relu(self.value_bn(self.value_conv(x))).flatten(1)
+        value = self.value_fc2(F.relu(self.value_fc1(v)))
+        return policy, value
+
+    @torch.no_grad()
+    def predict(self, features1: torch.Tensor, features2: torch.Tensor):
+        """(policy logits (N, 2187), side to move's win probability (N,))."""
+        policy, value = self(features1, features2)
+        return policy, torch.sigmoid(value).squeeze(1)
+
+    def shape(self) -> dict:
+        return {"blocks": self.blocks, "channels": self.channels, "value_hidden": self.value_hidden}
+
+
+def build(blocks: int, channels: int, value_hidden: int) -> PolicyValueNet:
+    return PolicyValueNet(blocks, channels, value_hidden)
+
+
+def from_config(model: ModelConfig) -> PolicyValueNet:
+    """The network a run's `model` settings describe (the one way to build a run's network)."""
+    return PolicyValueNet(model.blocks, model.channels, model.value_hidden)

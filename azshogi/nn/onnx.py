@@ -1,0 +1,64 @@
+"""The network as a dlshogi-compatible ONNX model: inputs `input1` (N, 62, 9, 9) and `input2`
+(N, 57, 9, 9) float32, outputs `output_policy` (N, 2187) logits and `output_value` (N, 1) the side
+to move's win probability (the sigmoid of the value logit), N dynamic. Needs the `onnx` package
+(`pip install 'azshogi[export]'`)."""
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+
+import torch
+
+from azshogi.formats.files import write_atomically
+from azshogi.shogi.features import FEATURES1_PLANES, FEATURES2_PLANES
+
+INPUT_NAMES = ("input1", "input2")
+OUTPUT_NAMES = ("output_policy", "output_value")
+DEFAULT_OPSET = 17
+
+
+class ExportError(RuntimeError):
+    pass
+
+
+class WinProbability(torch.nn.Module):
+    """The network with dlshogi's outputs: (policy logits (N, 2187), win probability (N, 1))."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input1: torch.Tensor, input2: torch.Tensor):
+        policy, value = self.model(input1, input2)
+        return policy, torch.sigmoid(value)
+
+
+def onnx_bytes(model: torch.nn.Module, opset: int = DEFAULT_OPSET) -> bytes:
+    """The serialized ONNX model of `model` (put in eval mode, on the CPU, fp32)."""
+    try:
+        import onnx  # noqa: F401  (the TorchScript exporter serializes through it)
+    except ImportError:
+        raise ExportError("ONNX export needs the onnx package: pip install 'azshogi[export]'") from None
+    wrapped = WinProbability(model.float().cpu().eval())
+    example = (torch.zeros(2, FEATURES1_PLANES, 9, 9), torch.zeros(2, FEATURES2_PLANES, 9, 9))
+    batch = {0: "batch"}
+    out = io.BytesIO()
+    with warnings.catch_warnings():
+        # dynamo=False: the TorchScript exporter handles this plain convolutional network and
+        # needs only `onnx`, not onnxscript; its deprecation notice is not for our users.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(wrapped, example, out, dynamo=False, input_names=list(INPUT_NAMES),
+                          output_names=list(OUTPUT_NAMES), opset_version=opset, do_constant_folding=True,
+                          dynamic_axes={name: batch for name in INPUT_NAMES + OUTPUT_NAMES})
+    return out.getvalue()
+
+
+def write_onnx(model: torch.nn.Module, out: Path, opset: int = DEFAULT_OPSET) -> Path:
+    """Exports, checks with onnx.checker, and writes atomically."""
+    data = onnx_bytes(model, opset)
+    import onnx
+
+    onnx.checker.check_model(onnx.load_from_string(data))
+    write_atomically(Path(out), data)
+    return Path(out)

@@ -1,0 +1,269 @@
+"""Matches between two players: N games, colours alternating, several games in flight.
+
+`play_match` is the engine of `azshogi-arena` and of the evaluation inside the training loop.
+Each round, every game in flight where player A is to move goes to A in one `choose` call (one
+batched search for a network player), then the same for B. The rules are those of a real match:
+fourfold repetition is a draw (perpetual check loses), the side without a legal move loses, an
+impasse is won by declaring it (`win`) when the 27-point rule (or 24) allows, a false
+declaration or an illegal move loses, and `max_plies` plies make a draw.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import cshogi
+import numpy as np
+from tqdm import tqdm
+
+from azshogi.formats.records import write_csa, write_kif
+from azshogi.play.elo import EloEstimate, estimate
+from azshogi.play.players import Choice, Player, Turn
+from azshogi.shogi.positions import board_after, read_openings
+from azshogi.shogi.rules import Rules, Termination
+
+
+class Openings:
+    """Start positions, one per pair of games (both colours play each opening):
+    `startpos`, `random:N` (N uniformly random plies from the start position) or `file:PATH`
+    (see positions.read_openings), taken in order and cycled."""
+
+    def __init__(self, spec: str = "startpos", seed: int = 0):
+        self.spec = spec
+        self.rng = np.random.default_rng(seed)
+        self.plies = 0
+        self.positions: list = []
+        kind, _, arg = spec.partition(":")
+        if kind == "startpos":
+            self.positions = [(None, [])]
+        elif kind == "random":
+            self.plies = int(arg) if arg else 8
+            if self.plies < 0:
+                raise ValueError(f"openings {spec!r}: the number of plies must be >= 0")
+        elif kind == "file":
+            self.positions = read_openings(arg)
+        else:
+            raise ValueError(f"openings {spec!r}: use startpos, random:N or file:PATH")
+        self._random: dict[int, tuple] = {}
+
+    def get(self, pair: int) -> tuple[Optional[str], list]:
+        if self.positions:
+            return self.positions[pair % len(self.positions)]
+        if pair not in self._random:
+            self._random[pair] = (None, self._random_moves())
+        return self._random[pair]
+
+    def _random_moves(self) -> list:
+        for _ in range(100):
+            board, moves = cshogi.Board(), []
+            for _ in range(self.plies):
+                legal = list(board.legal_moves)
+                move = legal[self.rng.integers(len(legal))]
+                moves.append(cshogi.move_to_usi(move))
+                board.push(move)
+                if board.is_game_over() or board.is_draw() != cshogi.NOT_REPETITION:
+                    break
+            else:
+                return moves
+        return []
+
+
+@dataclass
+class GameResult:
+    index: int
+    a_is_black: bool
+    winner: Optional[int]  # cshogi.BLACK, cshogi.WHITE, or None for a draw
+    termination: Termination
+    reason: str
+    moves: list  # USI moves from the start position, the opening's included
+    start_sfen: Optional[str]
+    opening_plies: int
+
+    @property
+    def a_score(self) -> float:
+        if self.winner is None:
+            return 0.5
+        a_colour = cshogi.BLACK if self.a_is_black else cshogi.WHITE
+        return 1.0 if self.winner == a_colour else 0.0
+
+
+@dataclass
+class MatchResult:
+    name_a: str
+    name_b: str
+    games: list = field(default_factory=list)  # GameResult, in index order
+
+    @property
+    def wins(self) -> int:
+        return sum(g.a_score == 1.0 for g in self.games)
+
+    @property
+    def losses(self) -> int:
+        return sum(g.a_score == 0.0 for g in self.games)
+
+    @property
+    def draws(self) -> int:
+        return sum(g.a_score == 0.5 for g in self.games)
+
+    @property
+    def elo(self) -> EloEstimate:
+        return estimate(self.wins, self.losses, self.draws)
+
+    def summary_lines(self) -> list[str]:
+        def wld(games):
+            w = sum(g.a_score == 1.0 for g in games)
+            l = sum(g.a_score == 0.0 for g in games)
+            return f"{w}-{l}-{len(games) - w - l}"
+
+        black = [g for g in self.games if g.a_is_black]
+        white = [g for g in self.games if not g.a_is_black]
+        endings = collections.Counter(g.reason for g in self.games)
+        return [
+            f"{self.name_a} vs {self.name_b}: W-L-D {self.wins}-{self.losses}-{self.draws} "
+            f"({self.elo.score:.1%}) in {len(self.games)} games",
+            f"{self.name_a} as black {wld(black)}, as white {wld(white)}",
+            f"Elo difference {self.name_a} - {self.name_b}: {self.elo}",
+            "endings: " + ", ".join(f"{k} {v}" for k, v in endings.most_common()),
+        ]
+
+    def as_dict(self) -> dict:
+        e = self.elo
+        return {
+            "games": len(self.games), "wins": self.wins, "losses": self.losses, "draws": self.draws,
+            "score": round(e.score, 4), "elo": round(e.elo, 1),
+            "elo_margin": round(e.margin, 1) if np.isfinite(e.margin) else None,
+            "los": round(e.los, 4), "elo_clipped": e.clipped,
+            "player_a": self.name_a, "player_b": self.name_b,
+            "a_black": {"games": sum(g.a_is_black for g in self.games),
+                        "score": sum(g.a_score for g in self.games if g.a_is_black)},
+            "mean_plies": round(float(np.mean([len(g.moves) for g in self.games])), 1) if self.games else 0.0,
+        }
+
+
+@dataclass
+class _Game:
+    index: int
+    a_is_black: bool
+    start_sfen: Optional[str]
+    moves: list
+    opening_plies: int
+    board: cshogi.Board
+    first_ply: int  # plies before the start position (from its SFEN move number)
+    seen: collections.Counter = field(default_factory=collections.Counter)
+
+    @property
+    def ply(self) -> int:
+        return self.first_ply + len(self.moves)
+
+
+def _end(game: _Game, winner: Optional[int], termination: Termination, reason: str) -> GameResult:
+    return GameResult(game.index, game.a_is_black, winner, termination, reason, list(game.moves),
+                      game.start_sfen, game.opening_plies)
+
+
+def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
+    """Plays a player's choice; returns the result when the game ends."""
+    board = game.board
+    mover = board.turn
+    other = 1 - mover
+    colour = "black" if mover == cshogi.BLACK else "white"
+    if choice.move == "resign":
+        return _end(game, other, Termination.RESIGN, f"{colour} resigned")
+    if choice.move == "win":
+        if board.is_nyugyoku(rules.impasse_law):
+            return _end(game, mover, Termination.IMPASSE, f"{colour} declared an impasse win")
+        return _end(game, other, Termination.RESIGN, f"{colour} declared a false impasse win")
+    move = board.move_from_usi(choice.move) if len(choice.move) in (4, 5) else 0
+    if not move or move not in set(board.legal_moves):
+        return _end(game, other, Termination.RESIGN, f"{colour} played an illegal move {choice.move!r}")
+    board.push(move)
+    game.moves.append(choice.move)
+    key = board.zobrist_hash()
+    game.seen[key] += 1
+    if game.seen[key] >= 4:  # sennichite: fourfold repetition
+        state = board.is_draw()
+        if state == cshogi.REPETITION_WIN:  # the mover gave perpetual check
+            return _end(game, board.turn, Termination.PERPETUAL_CHECK, f"{colour} gave perpetual check")
+        if state == cshogi.REPETITION_LOSE:
+            return _end(game, mover, Termination.PERPETUAL_CHECK, "perpetual check")
+        return _end(game, None, Termination.REPETITION, "repetition")
+    if board.is_game_over():
+        return _end(game, mover, Termination.CHECKMATE, f"{colour} won by checkmate")
+    if game.ply >= rules.max_plies:
+        return _end(game, None, Termination.MAX_PLIES, "ply limit")
+    return None
+
+
+def play_match(player_a: Player, player_b: Player, games: int, *, openings: Optional[Openings] = None,
+               rules: Rules = Rules(), in_flight: int = 16, records_dir: Optional[Path] = None,
+               record_format: str = "csa", progress: bool = True,
+               on_game: Optional[Callable[[GameResult], None]] = None) -> MatchResult:
+    """Plays `games` games, A black in even-numbered games; game 2k and 2k+1 share opening k.
+    Records go to `records_dir/game-NNNN.csa|kif` when given."""
+    if games < 1 or in_flight < 1:
+        raise ValueError("games and in_flight must be >= 1")
+    if record_format not in ("csa", "kif"):
+        raise ValueError(f"record format {record_format!r}: csa or kif")
+    openings = openings or Openings()
+    result = MatchResult(player_a.name, player_b.name)
+    if records_dir is not None:
+        records_dir.mkdir(parents=True, exist_ok=True)
+    pending = collections.deque(range(games))
+    active: list[_Game] = []
+    finished: list[GameResult] = []
+    bar = tqdm(total=games, desc=f"{player_a.name} vs {player_b.name}", unit="game", leave=False,
+               disable=not progress, dynamic_ncols=True, file=sys.stderr)
+    score = [0, 0, 0]
+
+    def finish(game: _Game, outcome: GameResult) -> None:
+        finished.append(outcome)
+        score[{1.0: 0, 0.0: 1, 0.5: 2}[outcome.a_score]] += 1
+        if records_dir is not None:
+            _write_record(records_dir, outcome, player_a.name, player_b.name, record_format)
+        if on_game:
+            on_game(outcome)
+        bar.update(1)
+        bar.set_postfix_str(f"W-L-D {score[0]}-{score[1]}-{score[2]}")
+
+    try:
+        while pending or active:
+            while pending and len(active) < in_flight:
+                index = pending.popleft()
+                start, opening = openings.get(index // 2)
+                board = board_after(start, opening)
+                game = _Game(index, index % 2 == 0, start, list(opening), len(opening), board,
+                             (cshogi.Board(start).move_number - 1) if start else 0)
+                game.seen[board.zobrist_hash()] += 1
+                for player in (player_a, player_b):
+                    player.new_game(index)
+                if not any(True for _ in board.legal_moves):  # an opening that is already mate
+                    finish(game, _end(game, 1 - board.turn, Termination.CHECKMATE, "mated at the start"))
+                    continue
+                active.append(game)
+            for player in (player_a, player_b):
+                mine = [g for g in active if (g.board.turn == cshogi.BLACK) == (g.a_is_black == (player is player_a))]
+                if not mine:
+                    continue
+                turns = [Turn(g.index, g.board, g.ply, g.start_sfen, list(g.moves)) for g in mine]
+                choices = player.choose(turns)
+                for game, choice in zip(mine, choices):
+                    outcome = _apply(game, choice, rules)
+                    if outcome is not None:
+                        active.remove(game)
+                        finish(game, outcome)
+    finally:
+        bar.close()
+    result.games = sorted(finished, key=lambda g: g.index)
+    return result
+
+
+def _write_record(directory: Path, game: GameResult, name_a: str, name_b: str, fmt: str) -> None:
+    names = (name_a, name_b) if game.a_is_black else (name_b, name_a)
+    path = directory / f"game-{game.index:04d}.{fmt}"
+    if fmt == "csa":
+        write_csa(path, game.moves, game.termination, names, game.start_sfen, comment=game.reason)
+    else:
+        write_kif(path, game.moves, game.termination, names, game.start_sfen)

@@ -1,0 +1,422 @@
+"""The USI engine (`azshogi-usi`, commands/usi.py): plays a checkpoint on stdin/stdout.
+
+The main thread reads commands; `go` starts a search thread, so `stop`, `ponderhit` and `quit`
+are answered while it thinks. Bad input never ends the engine: an unknown command is ignored, a
+malformed or illegal `position` or `setoption` is answered with `info string error: ...` and
+the engine goes on. Options given on the command line become the defaults that `usi` reports
+(so a launcher script can fix the checkpoint while a GUI may still change it).
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, TextIO
+
+import cshogi
+
+from azshogi import __version__
+from azshogi.play.timeman import GoLimits, TimePlan, parse_go, plan
+from azshogi.shogi.positions import PositionError, board_after, parse_position
+
+ENGINE_NAME = f"azshogi {__version__}"
+DEFAULT_NODES = 800  # simulations per move when `go` sets no clock and no node limit
+INFO_INTERVAL = 1.0  # seconds between progress `info` lines
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    kind: str  # check, spin, combo, string, filename
+    default: object
+    low: int = 0
+    high: int = 0
+    choices: tuple = ()
+    help: str = ""
+    number: bool = False  # a string option holding a float (USI has no float type)
+
+    def declaration(self, default: object) -> str:
+        if self.kind == "check":
+            return f"option name {self.name} type check default {'true' if default else 'false'}"
+        if self.kind == "spin":
+            return f"option name {self.name} type spin default {default} min {self.low} max {self.high}"
+        if self.kind == "combo":
+            return (f"option name {self.name} type combo default {default} "
+                    + " ".join(f"var {c}" for c in self.choices))
+        return f"option name {self.name} type {self.kind} default {default if default != '' else '<empty>'}"
+
+    def parse(self, text: str) -> object:
+        text = text.strip()
+        if self.kind == "check":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"{self.name} takes true or false, got {text!r}")
+            return text.lower() == "true"
+        if self.kind == "spin":
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"{self.name} takes an integer, got {text!r}") from None
+            if not self.low <= value <= self.high:
+                raise ValueError(f"{self.name} must be in [{self.low}, {self.high}], got {value}")
+            return value
+        if self.kind == "combo":
+            if text not in self.choices:
+                raise ValueError(f"{self.name} takes one of {', '.join(self.choices)}, got {text!r}")
+            return text
+        text = "" if text == "<empty>" else text
+        if self.number:
+            try:
+                ok = math.isfinite(float(text)) and float(text) >= 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"{self.name} takes a number >= 0, got {text!r}")
+        return text
+
+
+OPTIONS = (
+    Option("Checkpoint", "filename", "", help="the checkpoint file (.pt) to play"),
+    Option("Device", "string", "auto", help="auto, cpu, cuda or cuda:N"),
+    Option("Dtype", "combo", "auto", choices=("auto", "fp32", "bf16", "fp16"), help="inference precision"),
+    Option("Threads", "spin", 0, 0, 256, help="CPU threads for the network (0 = PyTorch's default)"),
+    Option("NodesPerMove", "spin", 0, 0, 100_000_000,
+           help=f"simulations per move (0 = by the clock; {DEFAULT_NODES} when go gives no limit)"),
+    Option("BatchSize", "spin", 8, 1, 256, help="leaves per forward pass, kept apart by virtual loss"),
+    Option("ResignThreshold", "spin", 0, 0, 1000, help="resign below this win rate, per mille (0 = never)"),
+    Option("DrawPly", "spin", 0, 0, 100_000, help="a game reaching this ply is a draw (0 = no limit)"),
+    Option("Temperature", "string", "0", help="> 0: sample moves by visits^(1/T)", number=True),
+    Option("TemperaturePlies", "spin", 0, 0, 100_000, help="sample only before this ply (0 = always)"),
+    Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
+    Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
+    Option("TimeMargin", "spin", 300, 0, 60_000, help="milliseconds kept in reserve on every move"),
+    Option("MaxTreeNodes", "spin", 100_000, 1_000, 50_000_000,
+           help="search tree size limit (about 3 kB per node, more past 128 legal moves)"),
+    Option("Seed", "spin", 0, 0, 2 ** 31 - 1, help="random seed (temperature sampling)"),
+    Option("USI_Ponder", "check", False, help="think on the opponent's time"),
+)
+_BY_NAME = {o.name.lower(): o for o in OPTIONS}
+
+
+@dataclass
+class Job:
+    """One `go`: its limits and the signals the main thread sends to the search thread."""
+
+    limits: GoLimits
+    clock_start: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    ponderhit: threading.Event = field(default_factory=threading.Event)
+    silent: bool = False  # cancelled by gameover/quit: no bestmove
+    thread: Optional[threading.Thread] = None
+
+    @property
+    def waiting(self) -> bool:
+        """bestmove must wait: `go infinite`, or pondering before `ponderhit`."""
+        return self.limits.infinite or (self.limits.ponder and not self.ponderhit.is_set())
+
+
+class UsiEngine:
+    def __init__(self, out: TextIO = sys.stdout, defaults: Optional[dict] = None):
+        self.out = out
+        self._lock = threading.Lock()
+        self.defaults = {o.name: o.default for o in OPTIONS}
+        for name, text in (defaults or {}).items():
+            option = _BY_NAME.get(name.lower())
+            if option is None:
+                raise ValueError(f"unknown option {name!r}; known: {', '.join(o.name for o in OPTIONS)}")
+            self.defaults[option.name] = option.parse(str(text))
+        self.options = dict(self.defaults)
+        self.start_sfen: Optional[str] = None
+        self.moves: list[str] = []
+        self.position_ok = True
+        self.job: Optional[Job] = None
+        self.search = None  # a GameSearch once a model is loaded
+        self._loaded: Optional[tuple] = None  # (checkpoint, device, dtype) of the loaded model
+        self.rng = None
+
+    # --- output ---
+
+    def send(self, line: str) -> None:
+        with self._lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def error(self, message: str) -> None:
+        self.send("info string error: " + " ".join(message.split()))
+
+    # --- the command loop ---
+
+    def run(self, read_line: Callable[[], str]) -> None:
+        """Reads commands until `quit` or the end of the input."""
+        while True:
+            line = read_line()
+            if not line:  # end of input: the GUI is gone
+                self.handle("quit")
+                return
+            if not self.handle(line):
+                return
+
+    def handle(self, line: str) -> bool:
+        """Executes one command line; returns False after `quit`."""
+        tokens = line.strip().split()
+        if not tokens:
+            return True
+        command, args = tokens[0], tokens[1:]
+        handler = getattr(self, "cmd_" + command, None) if command.isidentifier() else None
+        if handler is None:
+            return True  # unknown commands are ignored (USI)
+        try:
+            return handler(args, line) is not False
+        except Exception as e:  # never let one bad line end the engine
+            self.error(f"{command}: {type(e).__name__}: {e}")
+            return True
+
+    def cmd_usi(self, args, line):
+        self.send(f"id name {ENGINE_NAME}")
+        self.send("id author the azshogi authors")
+        for option in OPTIONS:
+            self.send(option.declaration(self.defaults[option.name]))
+        self.send("usiok")
+
+    def cmd_setoption(self, args, line):
+        text = line.strip()[len("setoption"):].strip()
+        if not text.startswith("name "):
+            raise ValueError("setoption needs 'name NAME [value VALUE]'")
+        text = text[len("name "):]
+        name, _, value = text.partition(" value ")
+        option = _BY_NAME.get(name.strip().lower())
+        if option is None:
+            return  # options of other engines (USI_Hash, ...) are ignored
+        if option.kind == "check" and not value:
+            value = "true"
+        self.options[option.name] = option.parse(value)
+
+    def cmd_isready(self, args, line):
+        self._cancel()
+        try:
+            self._load()
+        except Exception as e:
+            self.error(f"cannot load the model: {type(e).__name__}: {e}")
+        self.send("readyok")
+
+    def cmd_usinewgame(self, args, line):
+        self._cancel()
+        if self.search is not None:
+            self.search.clear()
+
+    def cmd_position(self, args, line):
+        self._finish_running()
+        try:
+            start, moves = parse_position(args)
+            board_after(start, moves)
+        except PositionError as e:
+            self.position_ok = False
+            self.error(f"position: {e}; the engine resigns until a valid position arrives")
+            return
+        self.start_sfen, self.moves, self.position_ok = start, moves, True
+
+    def cmd_go(self, args, line):
+        self._finish_running()
+        now = time.perf_counter()
+        limits = parse_go(args)
+        job = Job(limits, now)
+        self.job = job
+        target = self._go_mate if limits.mate is not None else self._think
+        job.thread = threading.Thread(target=self._guarded, args=(target, job), daemon=True)
+        job.thread.start()
+
+    def cmd_stop(self, args, line):
+        if self.job is not None:
+            self.job.stop.set()
+            self._join()
+
+    def cmd_ponderhit(self, args, line):
+        job = self.job
+        if job is not None and job.limits.ponder:
+            job.clock_start = time.perf_counter()
+            job.ponderhit.set()
+
+    def cmd_gameover(self, args, line):
+        self._cancel()
+
+    def cmd_quit(self, args, line):
+        self._cancel()
+        return False
+
+    # --- searches ---
+
+    def _finish_running(self) -> None:
+        """A new position or go while a search runs (a GUI waits for bestmove first, a script
+        may not): a search with limits is let finish; `go infinite` or an unanswered ponder is
+        stopped as `stop` would."""
+        job = self.job
+        if job is not None and job.thread is not None and job.thread.is_alive():
+            if job.waiting:
+                job.stop.set()
+            self._join()
+
+    def _cancel(self) -> None:
+        if self.job is not None:
+            self.job.silent = True
+            self.job.stop.set()
+            self._join()
+
+    def _join(self) -> None:
+        job = self.job
+        if job is not None and job.thread is not None:
+            job.thread.join()
+        self.job = None
+
+    def _guarded(self, target, job: Job) -> None:
+        try:
+            target(job)
+        except Exception as e:
+            self.error(f"search: {type(e).__name__}: {e}")
+            self._bestmove(job, "resign")
+
+    def _bestmove(self, job: Job, move: str, ponder: Optional[str] = None) -> None:
+        """Sends bestmove, after `stop` (or `ponderhit`) when the protocol asks to wait."""
+        while job.waiting and not job.stop.is_set():
+            job.stop.wait(0.05)
+        if not job.silent:
+            self.send(f"bestmove {move}" + (f" ponder {ponder}" if ponder else ""))
+
+    def _load(self) -> None:
+        import numpy as np
+        import torch
+
+        from azshogi.play.models import model_evaluator
+        from azshogi.search.anytime import GameSearch
+        from azshogi.shogi.rules import Rules
+
+        o = self.options
+        if o["Threads"]:
+            torch.set_num_threads(o["Threads"])
+        self.rng = np.random.default_rng(o["Seed"])
+        path = o["Checkpoint"]
+        if not path:
+            raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
+        key = (os.path.abspath(path), o["Device"], o["Dtype"], o["BatchSize"])
+        if self._loaded != key:
+            self.search, self._loaded = None, None
+            self._evaluator, self._cfg = model_evaluator(path, o["Device"], o["Dtype"], max_batch=o["BatchSize"])
+            self._loaded = key
+        cfg = self._cfg
+        rules = Rules(max_plies=o["DrawPly"] or 10 ** 9, impasse_rule=cfg.rules.impasse_rule)
+        self.search = GameSearch(self._evaluator, rules, c_base=cfg.search.c_base, c_init=cfg.search.c_init,
+                                 max_tree_nodes=o["MaxTreeNodes"],
+                                 mate_search_nodes=o["MateSearchNodes"] if o["MateSearch"] else 0,
+                                 leaf_mate_search=True, batch_size=o["BatchSize"],
+                                 virtual_loss=cfg.search.virtual_loss)
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """A few simulations from the start position, so the first move does not pay for
+        PyTorch's first calls."""
+        board = cshogi.Board()
+        self.search.prepare(board, "", [])
+        self.search.run(board, 0, lambda progress: False, max_nodes=4)
+        self.search.clear()
+
+    def _think(self, job: Job) -> None:
+        o, search = self.options, self.search
+        if search is None:
+            self.error("no model loaded: set the Checkpoint option, then send isready")
+            return self._bestmove(job, "resign")
+        if not self.position_ok:
+            self.error("no valid position")
+            return self._bestmove(job, "resign")
+        board = board_after(self.start_sfen, self.moves)
+        ply = board.move_number - 1
+        if not any(True for _ in board.legal_moves):
+            return self._bestmove(job, "resign")
+        if board.is_nyugyoku(search.rules.impasse_law):
+            self.send("info string impasse declaration: the side to move wins")
+            return self._bestmove(job, "win")
+        limits = job.limits
+        time_plan = plan(limits, board.turn == cshogi.BLACK, ply, o["TimeMargin"])
+        # At most a tenth of the move's time for the mate search (also when pondering: a
+        # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
+        mate = search.mate(board, None if time_plan is None else 0.1 * time_plan.target)
+        if mate:
+            pv = " ".join(cshogi.move_to_usi(m) for m in mate)
+            self.send(f"info depth {len(mate)} nodes 0 score mate {len(mate)} pv {pv}")
+            return self._bestmove(job, pv.split()[0], pv.split()[1] if len(mate) > 1 else None)
+
+        max_nodes = limits.nodes if limits.nodes is not None else (o["NodesPerMove"] or None)
+        if max_nodes is None and time_plan is None and not limits.infinite and not limits.ponder:
+            max_nodes = DEFAULT_NODES
+        reused = search.prepare(board, self.start_sfen or "", self.moves)
+        if reused:
+            self.send(f"info string reused {reused} nodes of the previous search")
+        last_info = [time.perf_counter()]
+
+        def should_stop(progress) -> bool:
+            now = time.perf_counter()
+            if job.stop.is_set():
+                return True
+            if now - last_info[0] >= INFO_INTERVAL:
+                last_info[0] = now
+                self._info(search.report(progress.nodes, progress.seconds))
+            if job.waiting:
+                return False
+            return time_plan is not None and self._out_of_time(time_plan, now - job.clock_start, progress)
+
+        report = search.run(board, ply, should_stop, max_nodes=max_nodes)
+        if report.move == 0:
+            return self._bestmove(job, "resign")
+        temperature = float(o["Temperature"]) if o["Temperature"] else 0.0
+        move, pv = report.move, report.pv
+        if temperature > 0 and (o["TemperaturePlies"] == 0 or ply < o["TemperaturePlies"]):
+            move = search.sample_move(temperature, self.rng)
+            if move != pv[0]:
+                pv = [move]
+        self._info(report, pv)
+        if o["ResignThreshold"] and report.win_rate * 1000 < o["ResignThreshold"]:
+            return self._bestmove(job, "resign")
+        usi = [cshogi.move_to_usi(m) for m in pv]
+        self._bestmove(job, usi[0], usi[1] if len(usi) > 1 else None)
+
+    @staticmethod
+    def _out_of_time(time_plan: TimePlan, elapsed: float, progress) -> bool:
+        if elapsed >= time_plan.limit:
+            return True
+        if elapsed >= time_plan.target:
+            # Unsure (the two best moves close): think on, up to twice the target.
+            unsure = progress.best_visits < 1.2 * progress.second_visits
+            return not (unsure and elapsed < 2.0 * time_plan.target)
+        # The best move cannot be overtaken before the target: stop early.
+        rate = progress.nodes / max(progress.seconds, 1e-3)
+        return progress.best_visits - progress.second_visits > rate * (time_plan.target - elapsed)
+
+    def _info(self, report, pv=None) -> None:
+        from azshogi.shogi.scores import win_rate_to_cp
+
+        pv = report.pv if pv is None else pv
+        hashfull = min(1000, report.tree_nodes * 1000 // max(1, self.options["MaxTreeNodes"]))
+        self.send(f"info string win rate {report.win_rate:.1%}, {report.nodes} simulations, "
+                  f"{report.tree_nodes} nodes in the tree")
+        self.send(f"info depth {max(1, len(pv))} nodes {report.nodes} nps {report.nps} "
+                  f"time {int(report.seconds * 1000)} hashfull {hashfull} "
+                  f"score cp {win_rate_to_cp(report.win_rate)} pv {' '.join(cshogi.move_to_usi(m) for m in pv)}")
+
+    def _go_mate(self, job: Job) -> None:
+        """`go mate`: df-pn only; answers `checkmate <moves>`, `checkmate nomate` or
+        `checkmate notimplemented` (in check: cshogi's solver needs the attacker out of check)."""
+        board = board_after(self.start_sfen, self.moves) if self.position_ok else None
+        if board is None or board.is_check():
+            self.send("checkmate notimplemented")
+            return
+        solver = cshogi.DfPn()
+        solver.set_max_search_node(max(self.options["MateSearchNodes"], 1) * 10)
+        found = solver.search(board)
+        while job.limits.mate == -1 and not job.stop.is_set():  # infinite: answer after stop
+            job.stop.wait(0.05)
+        if job.silent:
+            return
+        if found:
+            self.send("checkmate " + " ".join(cshogi.move_to_usi(m) for m in solver.get_pv(board)))
+        else:
+            self.send("checkmate nomate")

@@ -1,0 +1,113 @@
+"""A USI engine in a child process, driven from Python (external opponents in matches)."""
+from __future__ import annotations
+
+import queue
+import shlex
+import subprocess
+import threading
+import time
+from typing import Optional, Sequence
+
+from azshogi.shogi.scores import cp_to_win_rate
+
+
+class UsiError(RuntimeError):
+    pass
+
+
+class UsiClient:
+    """A USI engine in a child process. Its output is read by a thread, so every wait has a
+    timeout and a dead or silent engine raises UsiError instead of hanging the match."""
+
+    def __init__(self, command: str, options: Optional[dict] = None, timeout: float = 120.0):
+        self.command = command
+        self.name = command
+        argv = shlex.split(command)
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
+                                         errors="replace", bufsize=1)
+        except OSError as e:
+            raise UsiError(f"cannot start {command!r}: {e}") from None
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.send("usi")
+        for line in self._until("usiok", timeout):
+            if line.startswith("id name "):
+                self.name = line[len("id name "):].strip()
+        for key, value in (options or {}).items():
+            self.send(f"setoption name {key} value {value}")
+        self.send("isready")
+        for _ in self._until("readyok", timeout):
+            pass
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\r\n"))
+        self.lines.put(None)
+
+    def send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise UsiError(f"{self.name}: the engine has exited (while sending {line!r})") from None
+
+    def _until(self, prefix: str, timeout: float):
+        """Yields lines until one starting with `prefix` (yielded last)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise UsiError(f"{self.name}: no '{prefix}' within {timeout:.0f} s") from None
+            if line is None:
+                raise UsiError(f"{self.name}: the engine exited while we waited for '{prefix}'")
+            yield line
+            if line.split(" ", 1)[0] == prefix:
+                return
+
+    def go(self, start_sfen: Optional[str], moves: Sequence[str], go_args: str,
+           timeout: float = 600.0) -> tuple[str, Optional[str]]:
+        """(bestmove, the last info line with a score) for a position."""
+        position = "position " + (f"sfen {start_sfen}" if start_sfen else "startpos")
+        self.send(position + (" moves " + " ".join(moves) if moves else ""))
+        self.send("go " + go_args)
+        info = None
+        for line in self._until("bestmove", timeout):
+            if line.startswith("info") and " score " in line:
+                info = line
+            if line.startswith("bestmove"):
+                parts = line.split()
+                return (parts[1] if len(parts) > 1 else "resign"), info
+        raise UsiError(f"{self.name}: no bestmove")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+            except UsiError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def win_rate_of_info(info: Optional[str]) -> Optional[float]:
+    """The win rate an engine's `score cp|mate` implies (dlshogi's 756 cp per logit unit)."""
+    if not info:
+        return None
+    words = info.split()
+    try:
+        i = words.index("score")
+        kind, value = words[i + 1], words[i + 2]
+    except (ValueError, IndexError):
+        return None
+    if kind == "mate":
+        return 0.0 if value.startswith("-") else 1.0
+    try:
+        return cp_to_win_rate(int(value))
+    except ValueError:
+        return None

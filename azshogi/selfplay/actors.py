@@ -1,0 +1,152 @@
+"""Self-play: `num_actors` games in flight, advanced together one move per search.
+
+Every actor owns one cshogi Board and the positions its game has produced so far (hcp, sparse
+policy target, root value), which become a GameRecord for the replay buffer when the game ends.
+Games in progress survive a training phase and a checkpoint (see `state_dict`).
+
+The loop drives self-play through a `SelfPlayDriver` (drivers.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import cshogi
+import numpy as np
+import torch
+
+from azshogi.shogi import features
+from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.rules import Outcome, Rules, Termination, outcome, winner
+
+
+def game_rng(seed: int, game_id: int) -> np.random.Generator:
+    """Each game's own random stream (its search noise and move sampling), so that what an
+    actor plays does not depend on which other games share its batch."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game_id,)))
+
+
+@dataclass
+class Actor:
+    game_id: int
+    rng: np.random.Generator
+    board: cshogi.Board = field(default_factory=cshogi.Board)
+    moves: list = field(default_factory=list)  # USI strings, for records and resuming
+    hcps: list = field(default_factory=list)
+    labels: list = field(default_factory=list)
+    probs: list = field(default_factory=list)
+    root_values: list = field(default_factory=list)
+
+    @property
+    def ply(self) -> int:
+        return len(self.moves)
+
+
+@dataclass
+class FinishedGame:
+    record: GameRecord
+    moves: list  # USI
+    termination: Termination
+    winner: Optional[int]  # cshogi.BLACK, cshogi.WHITE, or None for a draw
+
+    @property
+    def length(self) -> int:
+        return len(self.moves)
+
+
+def sparse_policy(labels: np.ndarray, probs: np.ndarray, min_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """Drops entries below `min_prob` (keeping the largest) and renormalises."""
+    keep = probs >= min_prob
+    keep[np.argmax(probs)] = True
+    kept = probs[keep].astype(np.float32)
+    return labels[keep].astype(np.int16), kept / kept.sum()
+
+
+class SelfPlay:
+    """game ids: first_game_id, then every game_id_step-th (worker processes interleave their ids)."""
+
+    def __init__(self, search, rules: Rules, num_actors: int, seed: int = 0, min_policy_prob: float = 1e-4,
+                 first_game_id: int = 0, game_id_step: int = 1):
+        self.search, self.rules, self.seed = search, rules, seed
+        self.min_policy_prob = min_policy_prob
+        self.next_game_id, self.game_id_step = first_game_id, game_id_step
+        self.actors = [self._new_actor() for _ in range(num_actors)]
+
+    def _new_actor(self) -> Actor:
+        actor = Actor(self.next_game_id, game_rng(self.seed, self.next_game_id))
+        self.next_game_id += self.game_id_step
+        return actor
+
+    def step(self) -> list[FinishedGame]:
+        """Searches every game once, plays the chosen moves; returns the games that ended."""
+        actors = self.actors
+        boards = [a.board for a in actors]
+        plies = np.array([a.ply for a in actors], np.int64)
+        result = self.search.run(boards, plies, [a.rng for a in actors])
+        finished = []
+        for i, actor in enumerate(actors):
+            n = int(result.num_edges[i])
+            labels, probs = sparse_policy(result.labels[i, :n], result.policy[i, :n], self.min_policy_prob)
+            actor.hcps.append(features.hcp_of(actor.board))
+            actor.labels.append(labels)
+            actor.probs.append(probs)
+            actor.root_values.append(float(result.root_value[i]))
+            move = int(result.moves[i])
+            actor.moves.append(cshogi.move_to_usi(move))
+            actor.board.push(move)
+            end = outcome(actor.board, actor.ply, self.rules, mate_plies=self.rules.mate_adjudication_plies)
+            if end is not None:
+                finished.append(self._finish(actor, end))
+                actors[i] = self._new_actor()
+        return finished
+
+    def _finish(self, actor: Actor, end: Outcome) -> FinishedGame:
+        win = winner(actor.board.turn, end.value)
+        n = actor.ply
+        turns = np.arange(n) % 2  # games start from the initial position, black to move
+        results = np.zeros(n, np.int8) if win is None else np.where(turns == win, 1, -1).astype(np.int8)
+        offsets = np.zeros(n + 1, np.int64)
+        offsets[1:] = np.cumsum([len(lab) for lab in actor.labels])
+        record = GameRecord(actor.game_id, np.stack(actor.hcps), results,
+                            np.array(actor.root_values, np.float32), np.arange(n, dtype=np.int16),
+                            offsets, np.concatenate(actor.labels), np.concatenate(actor.probs))
+        return FinishedGame(record, list(actor.moves), end.termination, win)
+
+    # --- games in progress, for checkpoints (plain values and tensors only) ---
+
+    def state_dict(self) -> dict:
+        games = []
+        for a in self.actors:
+            games.append({
+                "game_id": a.game_id,
+                "rng": a.rng.bit_generator.state,
+                "moves": list(a.moves),
+                "hcps": torch.from_numpy(np.stack(a.hcps) if a.hcps else np.zeros((0, 32), np.uint8)),
+                "labels": [torch.from_numpy(x) for x in a.labels],
+                "probs": [torch.from_numpy(x) for x in a.probs],
+                "root_values": list(a.root_values),
+            })
+        return {"next_game_id": self.next_game_id, "games": games}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores the games in progress; with fewer actors now, the extra games are dropped,
+        with more, new games start."""
+        self.next_game_id = int(state["next_game_id"])
+        actors = []
+        for g in state["games"][:len(self.actors)]:
+            actor = Actor(int(g["game_id"]), game_rng(self.seed, int(g["game_id"])))
+            actor.rng.bit_generator.state = g["rng"]
+            for usi in g["moves"]:
+                move = actor.board.move_from_usi(usi)
+                if not move or not actor.board.is_legal(move):
+                    raise ValueError(f"saved game {actor.game_id}: illegal move {usi!r}")
+                actor.board.push(move)
+            actor.moves = list(g["moves"])
+            actor.hcps = list(g["hcps"].numpy())
+            actor.labels = [x.numpy() for x in g["labels"]]
+            actor.probs = [x.numpy() for x in g["probs"]]
+            actor.root_values = list(g["root_values"])
+            actors.append(actor)
+        while len(actors) < len(self.actors):
+            actors.append(self._new_actor())
+        self.actors = actors

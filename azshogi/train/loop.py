@@ -1,0 +1,356 @@
+"""The alternating loop: self-play, pause, train the same model, checkpoint, resume.
+
+    1. Self-play: all actors advance together until `positions_per_checkpoint` new positions have
+       come from finished games (checked each time a game ends); in this process, or in
+       `selfplay.num_workers` worker processes served by this process's one model (workers.py).
+    2. Pause: games in progress are kept, boards and pending targets included (in the workers).
+    3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
+    4. Checkpoint: everything needed to continue exactly, written atomically; TensorBoard points.
+    5. Resume self-play with the updated weights, until `max_checkpoints` or Ctrl-C / SIGTERM
+       (which ends with a checkpoint of the phase in progress).
+"""
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from azshogi.config import Config, ConfigError, SearchKind, from_plain, to_plain
+from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.dlshogi import Hcpe3Writer
+from azshogi.formats.records import write_kif
+from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
+from azshogi.nn.network import from_config
+from azshogi.search import make_search
+from azshogi.selfplay.actors import SelfPlay
+from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
+from azshogi.selfplay.workers import WorkerSelfPlay
+from azshogi.shogi.rules import Rules
+from azshogi.train.monitor import (
+    Monitor,
+    SelfPlayStats,
+    Timer,
+    TrainStats,
+    log,
+    setup_logging,
+)
+from azshogi.train.replay import ReplayBuffer, seed_buffer
+from azshogi.train.trainer import Trainer, weights_finite
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class Counters:
+    checkpoints: int = 0  # training phases completed
+    train_steps: int = 0  # optimizer steps attempted, all phases
+    games: int = 0
+    positions: int = 0  # positions of finished games, all phases
+    positions_since_checkpoint: int = 0
+    samples_trained: int = 0  # training samples drawn, all phases
+    in_training: bool = False  # the phase in progress is training (after a pause)
+    phase_steps: int = 0  # steps done in the training phase in progress
+
+    @property
+    def sample_reuse(self) -> float:
+        return self.samples_trained / max(1, self.positions)
+
+
+def selfplay_batch(cfg: Config) -> int:
+    """Positions in a self-play forward pass: one leaf per actor of a search group, or several
+    with PUCT's virtual loss."""
+    group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
+    return group * (cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1)
+
+
+def rules_of(cfg: Config) -> Rules:
+    return Rules(cfg.rules.max_plies, cfg.rules.impasse_rule, cfg.rules.mate_adjudication_plies)
+
+
+@dataclass
+class Components:
+    """The objects of a run, wired together: one model, seen by the evaluator and the trainer.
+    Self-play evaluates through `evaluator`, in this process or as the workers' inference server."""
+
+    device: torch.device
+    model: torch.nn.Module
+    evaluator: LocalEvaluator
+    selfplay: SelfPlayDriver
+    train_rng: np.random.Generator
+
+
+def build_components(cfg: Config) -> Components:
+    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play
+    (in process, or in `selfplay.num_workers` worker processes, which start on first use)."""
+    device = resolve_device(cfg.device)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
+    model = from_config(cfg.model).to(device)
+    sp = cfg.selfplay
+    max_batch = selfplay_batch(cfg)
+    if sp.num_workers and sp.server_max_batch:
+        max_batch = min(max_batch, sp.server_max_batch)
+    evaluator = make_evaluator(model, device, cfg.inference, max_batch)
+    rules = rules_of(cfg)
+    if sp.num_workers == 0:
+        search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
+        selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob))
+    else:
+        leaves = cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
+        selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
+                                  cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
+                                  wait_s=sp.server_wait_ms / 1000)
+    return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed))
+
+
+class Loop:
+    def __init__(self, cfg: Config, show_progress: bool = True):
+        self.cfg = cfg
+        self.checkpoint_dir = Path(cfg.checkpoint_root) / cfg.run
+        self.log_dir = Path(cfg.log_root) / cfg.run
+        parts = build_components(cfg)
+        self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
+        self.selfplay, self.train_rng = parts.selfplay, parts.train_rng
+        self.replay = ReplayBuffer(cfg.replay.capacity)
+        self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
+        self.trainer = Trainer(self.model, cfg.train, self.device)
+        self.counters = Counters()
+        self.show_progress = show_progress
+        self.stop_requested = False
+        self.resumed_from: Optional[Path] = None
+
+    # --- state ---
+
+    def state_dict(self) -> dict:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "model": self.model.state_dict(),
+            "trainer": self.trainer.state_dict(),
+            "replay": self.replay.state_dict(),
+            "selfplay": self.selfplay.state_dict(),
+            "counters": asdict(self.counters),
+            "rng": {
+                "python": random.getstate(),
+                "numpy_train": self.train_rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            "config": to_plain(self.cfg),
+        }
+
+    def load_state_dict(self, state: dict, path: Path) -> None:
+        saved = from_plain(state["config"])
+        if saved.model != self.cfg.model:
+            raise ConfigError(
+                f"{path} holds a network with model.blocks={saved.model.blocks}, model.channels="
+                f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
+                f"for {self.cfg.model.blocks}, {self.cfg.model.channels}, {self.cfg.model.value_hidden}: "
+                f"use the run's model settings or start a new run name")
+        if saved.train.optimizer != self.cfg.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
+            raise ConfigError(
+                f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
+                f"for {self.cfg.train.optimizer.value}: use the same optimizer")
+        self.model.load_state_dict(state["model"])
+        self.trainer.load_state_dict(state["trainer"])
+        self.replay.load_state_dict(state["replay"])
+        self.selfplay.load_state_dict(state["selfplay"])
+        self.counters = Counters(**state["counters"])
+        rng = state["rng"]
+        random.setstate(rng["python"])
+        self.train_rng.bit_generator.state = rng["numpy_train"]
+        torch.set_rng_state(rng["torch"])
+        if rng["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def restore(self) -> None:
+        """Resumes from `resume=PATH`, else from the run's newest checkpoint, if any."""
+        path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.checkpoint_dir)
+        if path is None:
+            return
+        state = ckpt.load(path)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ckpt.CheckpointError(f"{path}: not an azshogi checkpoint (format {state.get('format')!r})")
+        self.load_state_dict(state, path)
+        self.resumed_from = path
+
+    def save(self, partial: bool) -> Path:
+        if not weights_finite(self.model):
+            raise ckpt.CheckpointError("the network's weights are not finite; the checkpoint was not written")
+        path = ckpt.save(self.state_dict(), self.checkpoint_dir, self.counters.checkpoints, partial,
+                         self.cfg.loop.keep_checkpoints)
+        if self.hcpe3 is not None:
+            # The games whose positions entered the buffer since the previous checkpoint file;
+            # a second stop in the same phase adds to the same -partial file.
+            self.hcpe3.flush(self.log_dir / "hcpe3" / path.with_suffix(".hcpe3").name, append=partial)
+        return path
+
+    def seed_replay(self) -> None:
+        """Fills a buffer that has never held a position from `replay.seed_files`."""
+        files = self.cfg.replay.seed_files
+        if files and self.replay.total_added == 0:
+            read = seed_buffer(self.replay, files)
+            self.monitor.say(f"replay buffer seeded with {len(self.replay)} of {read} positions "
+                             f"from {len(files)} file(s)")
+
+    # --- the loop ---
+
+    def done(self) -> bool:
+        limit = self.cfg.loop.max_checkpoints
+        return self.stop_requested or (limit > 0 and self.counters.checkpoints >= limit)
+
+    def run(self) -> Counters:
+        handler = setup_logging(self.log_dir)
+        previous = self._install_signal_handlers()
+        try:
+            self.restore()
+            self.monitor = Monitor(self.log_dir, purge_step=self.counters.train_steps + 1 if self.resumed_from else None,
+                                   show_progress=self.show_progress)
+            (self.log_dir / "config.yaml").write_text(OmegaConf.to_yaml(to_plain(self.cfg)))
+            self.monitor.hyperparameters(to_plain(self.cfg), self.counters.train_steps)
+            c = self.counters
+            where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
+            self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
+                             f"{self.cfg.selfplay.num_actors} actors{self._workers_note()}, "
+                             f"{self.cfg.search.kind.value} "
+                             f"{self.cfg.search.num_simulations} simulations, network "
+                             f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
+            self.seed_replay()
+            while not self.done():
+                selfplay_stats = SelfPlayStats()
+                if not c.in_training:
+                    self.selfplay_phase(selfplay_stats)  # 1
+                    if self.stop_requested:
+                        break
+                    c.in_training = True  # 2: pause; the games in progress stay in self.selfplay
+                train_stats = self.train_phase()  # 3
+                if self.stop_requested:
+                    break
+                self.finish_checkpoint(selfplay_stats, train_stats)  # 4, then 5: loop again
+            if self.stop_requested:
+                path = self.save(partial=True)
+                self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
+            return self.counters
+        finally:
+            self.selfplay.close()  # stops any worker processes
+            if hasattr(self, "monitor"):
+                self.monitor.close()
+            self._restore_signal_handlers(previous)
+            log.removeHandler(handler)
+            handler.close()
+
+    def selfplay_phase(self, stats: SelfPlayStats) -> None:
+        cfg, c = self.cfg, self.counters
+        target = cfg.loop.positions_per_checkpoint
+        start = self.selfplay.counters()
+        timer = Timer()
+        self.monitor.start_bar(f"self-play → checkpoint {c.checkpoints + 1}", target, "pos",
+                               initial=min(c.positions_since_checkpoint, target))
+        games_dir = self.log_dir / "games"
+
+        def enough() -> bool:  # asked between moves, i.e. after the games that just ended are counted
+            return c.positions_since_checkpoint >= target or self.stop_requested
+
+        for game in self.selfplay.play(until=enough):  # ends with the games in progress paused
+            self.replay.add_game(game.record)
+            if self.hcpe3 is not None:
+                self.hcpe3.add(game)
+            before = c.positions_since_checkpoint
+            c.games += 1
+            c.positions += game.length
+            c.positions_since_checkpoint += game.length
+            stats.add_game(game.length, game.termination, game.winner)
+            if stats.games <= cfg.loop.selfplay_games_saved:
+                games_dir.mkdir(parents=True, exist_ok=True)
+                write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
+                          game.moves, game.termination, ("azshogi", "azshogi"))
+            moves = self.selfplay.counters().moves - start.moves
+            self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
+                                 games=stats.games, pos_s=f"{moves / timer.elapsed():.0f}")
+        stats.seconds = timer.elapsed()
+        done = self.selfplay.counters() - start
+        stats.moves_played = done.moves
+        stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
+        stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
+        self.monitor.close_bar()
+
+    def _workers_note(self) -> str:
+        w = self.cfg.selfplay.num_workers
+        return f" in {w} worker process{'es' if w > 1 else ''}" if w else ""
+
+    def train_phase(self) -> TrainStats:
+        cfg, c, stats = self.cfg, self.counters, TrainStats()
+        steps = cfg.loop.steps_per_checkpoint
+        timer = Timer()
+        self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
+        while c.phase_steps < steps and not self.stop_requested:
+            batch = self.replay.sample(cfg.train.batch_size, self.train_rng)
+            metrics = self.trainer.step(batch)
+            c.phase_steps += 1
+            c.train_steps += 1
+            c.samples_trained += cfg.train.batch_size
+            stats.add(metrics)
+            if c.train_steps % cfg.train.log_every == 0:
+                self.monitor.train_step(c.train_steps, metrics, self.trainer.skipped)
+            self.monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
+        stats.seconds = timer.elapsed()
+        self.monitor.close_bar()
+        return stats
+
+    def finish_checkpoint(self, sp: SelfPlayStats, tr: TrainStats) -> None:
+        cfg, c = self.cfg, self.counters
+        phase_positions = max(1, c.positions_since_checkpoint)
+        phase_reuse = c.phase_steps * cfg.train.batch_size / phase_positions
+        c.checkpoints += 1
+        c.in_training = False
+        c.phase_steps = 0
+        c.positions_since_checkpoint = 0
+        path = self.save(partial=False)
+        self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse)
+        mean_len = sum(sp.lengths) / len(sp.lengths) if sp.lengths else float("nan")
+        rate = sp.moves_played / sp.seconds if sp.seconds else float("nan")
+        g = max(1, sp.games)
+        self.monitor.say(
+            f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
+            f"{mean_len:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
+            f"loss policy {tr.mean(tr.policy_loss):.3f} value {tr.mean(tr.value_loss):.3f} | "
+            f"{rate:.0f} pos/s | reuse {phase_reuse:.2f} | {path.name}")
+        # --- evaluation hook (azshogi/evaluation.py): matches against anchors, TensorBoard eval/ ---
+        if cfg.eval.every and c.checkpoints % cfg.eval.every == 0:
+            from azshogi.play.gauntlet import evaluate_checkpoint
+            evaluate_checkpoint(self.model, cfg, self.device, self.log_dir, c.checkpoints, c.train_steps,
+                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
+                                evaluator=self.evaluator)
+
+    # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
+
+    def _install_signal_handlers(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handle(signum, frame):
+            # A second Ctrl-C stops at once, without a checkpoint. SIGTERM may well come twice
+            # (GNU timeout signals the child and then its process group): one request.
+            if self.stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+            log.info("signal %s: stopping after the current step", signum)
+
+        return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    @staticmethod
+    def _restore_signal_handlers(previous) -> None:
+        for s, h in (previous or {}).items():
+            signal.signal(s, h)
+
+
+def train(cfg: Config, show_progress: bool = True) -> Counters:
+    """Runs (or resumes) the loop described by `cfg`; returns the final counters."""
+    return Loop(cfg, show_progress).run()

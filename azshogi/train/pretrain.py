@@ -1,0 +1,131 @@
+"""`azshogi-pretrain`: supervised training from dlshogi's .hcpe / .hcpe3 files.
+
+    azshogi-pretrain run=pre model=small pretrain.train_files=[a.hcpe3,b.hcpe] \
+        pretrain.test_files=[test.hcpe] pretrain.steps=20000
+
+The same Hydra config as `azshogi` (model, train, ...) plus `pretrain.*`. The network, optimizer
+and losses are the loop's own (`Loop`, `Trainer`, `losses`): batches are drawn uniformly from
+the files' positions (targets: hcpe one-hot best moves, hcpe3 visit distributions; values: the
+game results, mixed with the recorded evals by train.value_target_root_weight). Every
+`eval_every` steps the held-out positions give test/ figures in TensorBoard (logs/<run>/).
+
+The result is `checkpoints/<run>/ckpt-00000.pt`, a loop checkpoint with an empty replay buffer
+and no games in progress: `azshogi run=<run>` continues from it with self-play (the learning
+rate schedule continues at the pretraining step), as does `resume=PATH` in another run.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from azshogi.config import Config, ConfigError, to_plain
+from azshogi.formats import checkpoint as ckpt
+from azshogi.train.replay import ReplayBuffer, load_buffer
+from azshogi.train.trainer import losses
+
+
+@dataclass
+class TestMetrics:
+    """Means over the held-out positions; value accuracy counts decisive games only (NaN when
+    there are none)."""
+
+    policy_loss: float
+    value_loss: float
+    policy_accuracy: float
+    value_accuracy: float
+    positions: int
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, buffer: ReplayBuffer, slots: np.ndarray, cfg: Config,
+             device: torch.device, batch_size: int = 256) -> TestMetrics:
+    """Losses and accuracies of `model` on the buffer's `slots` (eval mode, no grad). Policy
+    accuracy: the network's top label is the target's top label; value accuracy: the sign of
+    the value logit matches the game's winner."""
+    was_training = model.training
+    model.eval()
+    w = cfg.train.value_target_root_weight
+    sums = np.zeros(4)
+    decisive = 0
+    for start in range(0, len(slots), batch_size):
+        batch = buffer.gather(slots[start:start + batch_size])
+        n = len(batch.result)
+        logits, value = model(torch.from_numpy(batch.features1).to(device),
+                              torch.from_numpy(batch.features2).to(device))
+        target = torch.from_numpy(batch.policy).to(device)
+        value_target = torch.from_numpy((((1 - w) * batch.result + w * batch.root_value + 1) * 0.5)
+                                        .astype(np.float32)).to(device)
+        p_loss, v_loss, _ = losses(logits, value, target, value_target, cfg.train.value_loss)
+        hits = (logits.argmax(1) == target.argmax(1)).sum().item()
+        result = torch.from_numpy(batch.result).to(device)
+        won = result != 0
+        value_hits = ((value.squeeze(1)[won] > 0) == (result[won] > 0)).sum().item()
+        sums += (p_loss.item() * n, v_loss.item() * n, hits, value_hits)
+        decisive += int(won.sum())
+    model.train(was_training)
+    n = max(1, len(slots))
+    return TestMetrics(sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / decisive if decisive else math.nan,
+                       len(slots))
+
+
+def pretrain(cfg: Config, show_progress: bool = True) -> Path:
+    """Trains cfg.model on cfg.pretrain.train_files; returns the checkpoint written."""
+    from azshogi.train.loop import (
+        Loop,  # the loop's model, trainer and checkpoint format
+    )
+    from azshogi.train.monitor import Monitor, log, setup_logging
+
+    p = cfg.pretrain
+    if not p.train_files:
+        raise ConfigError("pretrain.train_files=[]: give at least one .hcpe or .hcpe3 file")
+    loop = Loop(cfg, show_progress)
+    if ckpt.latest(loop.checkpoint_dir) is not None:
+        raise ConfigError(f"run={cfg.run!r}: {loop.checkpoint_dir} already holds checkpoints; "
+                          f"pretrain into a new run name")
+    handler = setup_logging(loop.log_dir)
+    monitor = Monitor(loop.log_dir, purge_step=None, show_progress=show_progress)
+    try:
+        monitor.hyperparameters(to_plain(cfg), 0)
+        train = load_buffer(p.train_files)
+        monitor.say(f"pretraining run '{cfg.run}': {len(train)} positions from {len(p.train_files)} file(s), "
+                    f"network {cfg.model.blocks}x{cfg.model.channels}, {p.steps} steps of {cfg.train.batch_size}")
+        test, test_slots = None, None
+        if p.test_files:
+            test = load_buffer(p.test_files)
+            pick = np.random.default_rng(cfg.seed)
+            test_slots = np.sort(pick.permutation(len(test))[:p.test_positions])
+            monitor.say(f"test: {len(test_slots)} of {len(test)} positions from {len(p.test_files)} file(s)")
+        c, trainer = loop.counters, loop.trainer
+        monitor.start_bar("pretraining", p.steps, "step")
+        try:
+            for step in range(1, p.steps + 1):
+                metrics = trainer.step(train.sample(cfg.train.batch_size, loop.train_rng))
+                c.train_steps += 1
+                c.samples_trained += cfg.train.batch_size
+                if c.train_steps % cfg.train.log_every == 0:
+                    monitor.train_step(c.train_steps, metrics, trainer.skipped)
+                monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
+                if test is not None and (step % p.eval_every == 0 or step == p.steps):
+                    m = evaluate(loop.model, test, test_slots, cfg, loop.device)
+                    for name in ("policy_loss", "value_loss", "policy_accuracy", "value_accuracy"):
+                        if not math.isnan(getattr(m, name)):  # no value accuracy without decisive games
+                            monitor.writer.add_scalar(f"test/{name}", getattr(m, name), c.train_steps)
+                    monitor.writer.flush()
+                    value_accuracy = "n/a (all draws)" if math.isnan(m.value_accuracy) else f"{m.value_accuracy:.1%}"
+                    monitor.say(f"step {c.train_steps}: test policy loss {m.policy_loss:.3f} accuracy "
+                                f"{m.policy_accuracy:.1%} | value loss {m.value_loss:.3f} accuracy {value_accuracy}")
+        except KeyboardInterrupt:
+            log.info("interrupted at step %d: writing the checkpoint", c.train_steps)
+        monitor.close_bar()
+        path = loop.save(partial=False)
+        monitor.say(f"wrote {path}: start self-play with `azshogi run={cfg.run}` (same model settings)")
+        return path
+    finally:
+        monitor.close()
+        log.removeHandler(handler)
+        handler.close()
+

@@ -1,0 +1,151 @@
+"""Optimizer steps on the shared model: losses, learning rate, mixed precision, safety.
+
+The learning rate is a pure function of the step (no scheduler state to lose). A step whose
+loss or gradient is not finite is skipped and counted; `max_consecutive_skips` in a row stop the
+run with TrainingDiverged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from azshogi.config import LrSchedule, Optimizer, TrainConfig, ValueLoss
+from azshogi.train.replay import Batch
+
+
+class TrainingDiverged(RuntimeError):
+    pass
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over `warmup_steps`, then constant, cosine or step decay."""
+    warm = min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+    if cfg.lr_schedule == LrSchedule.cosine:
+        t = min(1.0, max(0, step - cfg.warmup_steps) / cfg.decay_steps)
+        decay = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+    elif cfg.lr_schedule == LrSchedule.step:
+        decay = max(cfg.min_lr_ratio, 0.1 ** (max(0, step - cfg.warmup_steps) // cfg.decay_steps))
+    else:
+        decay = 1.0
+    return cfg.lr * warm * decay
+
+
+@dataclass
+class StepMetrics:
+    policy_loss: float
+    value_loss: float
+    policy_entropy: float
+    grad_norm: float
+    lr: float
+    skipped: bool
+
+
+def losses(policy_logits: torch.Tensor, value_logit: torch.Tensor, policy_target: torch.Tensor,
+           value_target: torch.Tensor, value_loss: ValueLoss):
+    """Cross-entropy to the policy target; BCE (on the logit) or MSE (on the probability) to the
+    value target, a win probability in [0, 1]. Returns (policy_loss, value_loss, entropy)."""
+    log_p = F.log_softmax(policy_logits.float(), dim=1)
+    policy_loss = -(policy_target * log_p).sum(dim=1).mean()
+    entropy = -(log_p.exp() * log_p).sum(dim=1).mean()
+    value_logit = value_logit.float().squeeze(1)
+    if value_loss == ValueLoss.bce:
+        v_loss = F.binary_cross_entropy_with_logits(value_logit, value_target)
+    else:
+        v_loss = F.mse_loss(torch.sigmoid(value_logit), value_target)
+    return policy_loss, v_loss, entropy
+
+
+class Trainer:
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
+        self.model, self.cfg, self.device = model, cfg, device
+        params_decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+        params_plain = [p for n, p in model.named_parameters() if p.ndim <= 1]
+        groups = [{"params": params_decay, "weight_decay": cfg.weight_decay},
+                  {"params": params_plain, "weight_decay": 0.0}]
+        if cfg.optimizer == Optimizer.sgd:
+            self.optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
+        else:
+            self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
+        self.use_amp = cfg.amp and device.type == "cuda"
+        if self.use_amp:
+            self.autocast_dtype = torch.float16
+        elif cfg.cpu_bf16 and device.type == "cpu":
+            self.autocast_dtype = torch.bfloat16
+        else:
+            self.autocast_dtype = None
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
+        self.step_count = 0  # optimizer steps attempted (the learning-rate clock)
+        self.skipped = 0
+        self.consecutive_skips = 0
+
+    def step(self, batch: Batch) -> StepMetrics:
+        cfg, model, device = self.cfg, self.model, self.device
+        lr = learning_rate(self.step_count, cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.step_count += 1
+        if not model.training:
+            model.train()
+        x1 = torch.from_numpy(batch.features1).to(device, non_blocking=True)
+        x2 = torch.from_numpy(batch.features2).to(device, non_blocking=True)
+        policy_target = torch.from_numpy(batch.policy).to(device, non_blocking=True)
+        w = cfg.value_target_root_weight
+        value = (1.0 - w) * batch.result + w * batch.root_value
+        value_target = torch.from_numpy(((value + 1.0) * 0.5).astype(np.float32)).to(device, non_blocking=True)
+        # Batch-norm statistics change in the forward pass: keep them to undo a skipped step.
+        saved_buffers = [b.detach().clone() for b in model.buffers()]
+        with torch.autocast(device.type, dtype=self.autocast_dtype or torch.float32,
+                            enabled=self.autocast_dtype is not None):
+            policy_logits, value_logit = model(x1, x2)
+        p_loss, v_loss, entropy = losses(policy_logits, value_logit, policy_target, value_target, cfg.value_loss)
+        loss = p_loss + cfg.value_loss_weight * v_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        grad_norm = float("nan")
+        if bool(torch.isfinite(loss.detach())):
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            params = [p for p in model.parameters() if p.grad is not None]
+            if cfg.grad_clip > 0:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+            else:
+                grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+        skipped = not math.isfinite(grad_norm)
+        if skipped:
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for buffer, saved in zip(model.buffers(), saved_buffers):
+                    buffer.copy_(saved)
+            if self.use_amp:
+                self.scaler.update()  # lowers the loss scale after an overflow
+            self.skipped += 1
+            self.consecutive_skips += 1
+            if self.consecutive_skips >= cfg.max_consecutive_skips:
+                raise TrainingDiverged(
+                    f"{self.consecutive_skips} training steps in a row had a non-finite loss or gradient "
+                    f"(step {self.step_count}, lr {lr:.3g}); lower train.lr or turn off mixed precision")
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.consecutive_skips = 0
+        return StepMetrics(p_loss.item(), v_loss.item(), entropy.item(), grad_norm, lr, skipped)
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+                "step_count": self.step_count, "skipped": self.skipped,
+                "consecutive_skips": self.consecutive_skips}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.step_count = int(state["step_count"])
+        self.skipped = int(state["skipped"])
+        self.consecutive_skips = int(state["consecutive_skips"])
+
+
+def weights_finite(model: torch.nn.Module) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in model.state_dict().values() if t.is_floating_point())
