@@ -5,7 +5,7 @@ import pytest
 from conftest import FunctionEvaluator, uniform_evaluator
 
 from azshogi.search import GumbelSearch, considered_visit_sequence
-from azshogi.search.gumbel import completed_q, sigma
+from azshogi.search.formulas import completed_q, sigma
 from azshogi.shogi import features
 from azshogi.shogi.rules import Rules
 
@@ -144,7 +144,7 @@ def test_batched_actors_search_independently():
 
 @pytest.mark.parametrize("rescale", [True, False])
 def test_root_sigma_equals_sigma_on_the_considered_columns(rescale):
-    from azshogi.search.gumbel import root_sigma
+    from azshogi.search.formulas import root_sigma
     from azshogi.search.tree import masked_softmax
 
     rng = np.random.default_rng(0)

@@ -19,6 +19,7 @@ import cshogi
 import numpy as np
 
 from azshogi.search.base import Evaluator
+from azshogi.search.formulas import first_play_urgency, puct_scores, root_value
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, masked_softmax
 from azshogi.shogi.rules import Rules
@@ -190,14 +191,9 @@ class GameSearch:
         tree = self.tree
         prior = masked_softmax(tree.edge_logit[actors, nodes])
         visits = tree.edge_visits[actors, nodes]
-        value_sum = tree.edge_value_sum[actors, nodes]
-        total = visits.sum(axis=1, keepdims=True)
-        visited_prior = np.where(visits > 0, prior, 0.0).sum(axis=1, keepdims=True)
-        fpu = tree.node_value[actors, nodes][:, None] - self.fpu_reduction * np.sqrt(visited_prior)
-        q = np.where(visits > 0, value_sum / np.maximum(visits, 1.0), fpu)
-        c = np.log((1.0 + total + self.c_base) / self.c_base) + self.c_init
-        u = c * prior * np.sqrt(np.maximum(total, 1.0)) / (1.0 + visits)
-        return np.where(tree.valid(actors, nodes), q + u, -np.inf).argmax(axis=1)
+        fpu = first_play_urgency(tree.node_value[actors, nodes], prior, visits, self.fpu_reduction)
+        return puct_scores(prior, visits, tree.edge_value_sum[actors, nodes], tree.valid(actors, nodes),
+                           self.c_base, self.c_init, fpu).argmax(axis=1)
 
     def run(self, board: cshogi.Board, ply: int, should_stop: Callable[[Progress], bool],
             max_nodes: Optional[int] = None) -> SearchReport:
@@ -243,9 +239,9 @@ class GameSearch:
         moves = tree.edge_move[0, 0, :n].astype(np.int64)
         if n == 0:
             return SearchReport(nodes=nodes, seconds=seconds, tree_nodes=int(tree.num_nodes[0]))
-        root_value = ((tree.node_value[0, 0] + tree.edge_value_sum[0, 0, :n].sum()) / (1.0 + visits.sum()))
+        value = root_value(tree.node_value[0:1, 0], tree.edge_value_sum[0:1, 0, :n], visits[None])[0]
         pv = self.principal_variation()
-        return SearchReport(move=pv[0], pv=pv, value=float(root_value), nodes=nodes,
+        return SearchReport(move=pv[0], pv=pv, value=float(value), nodes=nodes,
                             tree_nodes=int(tree.num_nodes[0]), seconds=seconds, moves=moves, visits=visits)
 
     def principal_variation(self, limit: int = 64) -> list[int]:

@@ -16,6 +16,7 @@ import cshogi
 import numpy as np
 
 from azshogi.search.base import Evaluator
+from azshogi.search.formulas import completed_q, root_sigma, sigma
 from azshogi.search.result import SearchResult, make_result
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, masked_softmax
@@ -40,62 +41,6 @@ def considered_visit_sequence(num_considered: int, num_simulations: int) -> tupl
             level += 1
         remaining = max(2, remaining // 2)
     return tuple(sequence[:num_simulations])
-
-
-def completed_q(logits: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
-                node_value: np.ndarray) -> np.ndarray:
-    """Q of visited actions; the mixed value estimate v_mix for unvisited ones.
-
-    logits, visits, value_sum: (R, K) (logits -inf on padding); node_value: (R,) network value.
-    v_mix = (v + N / sum_{b visited} pi(b) * sum_{b visited} pi(b) q(b)) / (1 + N), N = sum visits.
-    """
-    return mixed_q(masked_softmax(logits), visits, value_sum, node_value)[0]
-
-
-def mixed_q(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
-            node_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(completed Q (R, K), v_mix (R,)) from prior probabilities instead of logits."""
-    visited = visits > 0
-    q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
-    total = visits.sum(axis=1)
-    prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
-    weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
-    v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
-    return np.where(visited, q, v_mix[:, None]).astype(np.float32), v_mix
-
-
-def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float, c_scale: float,
-          rescale: bool) -> np.ndarray:
-    """sigma(q) = (c_visit + max_b N(b)) * c_scale * q, with q in [0, 1]: min-max rescaled over
-    the legal actions (rescale=True, as mctx) or mapped from [-1, 1] as a win rate."""
-    if rescale:
-        low = np.where(valid, cq, np.inf).min(axis=1, keepdims=True)
-        high = np.where(valid, cq, -np.inf).max(axis=1, keepdims=True)
-        scaled = (cq - low) / np.maximum(high - low, 1e-8)
-    else:
-        scaled = (cq + 1.0) * 0.5
-    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
-
-
-def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
-               in_play: np.ndarray, has_unconsidered: np.ndarray, c_visit: float, c_scale: float,
-               rescale: bool) -> np.ndarray:
-    """sigma(completed Q) on the root's considered columns only (R, m), equal to `sigma` of the
-    full row there: unvisited actions all take v_mix, which joins the min-max range whenever any
-    legal action (considered or not) is unvisited."""
-    visits = np.where(in_play, visits, 0.0)
-    visited = visits > 0
-    cq, v_mix = mixed_q(prior, visits, value_sum, node_value)
-    if rescale:
-        any_unvisited = has_unconsidered | (in_play & ~visited).any(axis=1)
-        low = np.where(in_play, cq, np.inf).min(axis=1)
-        high = np.where(in_play, cq, -np.inf).max(axis=1)
-        low = np.where(any_unvisited, np.minimum(low, v_mix), low)[:, None]
-        high = np.where(any_unvisited, np.maximum(high, v_mix), high)[:, None]
-        scaled = (cq - low) / np.maximum(high - low, 1e-8)
-    else:
-        scaled = (cq + 1.0) * 0.5
-    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
 
 
 class GumbelSearch:

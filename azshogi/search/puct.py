@@ -14,21 +14,11 @@ import cshogi
 import numpy as np
 
 from azshogi.search.base import Evaluator
+from azshogi.search.formulas import puct_scores
 from azshogi.search.result import SearchResult, make_result
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, masked_softmax
 from azshogi.shogi.rules import Rules
-
-
-def puct_scores(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, valid: np.ndarray,
-                c_base: float, c_init: float) -> np.ndarray:
-    """(R, K) Q + U for each edge; -inf on padding."""
-    parent = visits.sum(axis=1, keepdims=True)
-    c = np.log((1.0 + parent + c_base) / c_base) + c_init
-    q = np.where(visits > 0, value_sum / np.maximum(visits, 1e-9), 0.0)
-    # sqrt(max(N, 1)): on a node's first visit the prior alone decides (N = 0 would tie all).
-    u = c * prior * np.sqrt(np.maximum(parent, 1.0)) / (1.0 + visits)
-    return np.where(valid, q + u, -np.inf)
 
 
 class PuctSearch:
@@ -82,7 +72,7 @@ class PuctSearch:
                 prior[:, :width] = prior_at_root[act]
             else:
                 prior = masked_softmax(tree.edge_logit[act, nodes])
-            return puct_scores(prior, visits, value_sum, valid, self.c_base, self.c_init).argmax(axis=1)
+            return puct_scores(prior, visits, value_sum, valid, self.c_base, self.c_init, 0.0).argmax(axis=1)
 
         done = 0
         while done < self.num_simulations:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from azshogi.search.formulas import root_value
 from azshogi.search.tree import Tree
 
 
@@ -31,9 +32,7 @@ def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, p
     """Packs the roots' statistics; `chosen` (A,) are edge indices, `policy` (A, width)."""
     actors = np.arange(len(roots))
     visits = tree.edge_visits[actors, roots, :width].copy()
-    # The root's search value: the network value averaged with every simulation's value.
-    root_value = ((tree.node_value[actors, roots] + tree.edge_value_sum[actors, roots, :width].sum(axis=1))
-                  / (1.0 + visits.sum(axis=1)))
+    value = root_value(tree.node_value[actors, roots], tree.edge_value_sum[actors, roots, :width], visits)
     edge_moves = tree.edge_move[actors, roots, :width].copy()
     return SearchResult(
         moves=edge_moves[actors, chosen].astype(np.int64),
@@ -42,5 +41,5 @@ def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, p
         num_edges=tree.num_edges[actors, roots].copy(),
         policy=policy.astype(np.float32),
         visits=visits,
-        root_value=root_value.astype(np.float32),
+        root_value=value.astype(np.float32),
     )

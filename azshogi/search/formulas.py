@@ -1,0 +1,99 @@
+"""The search's formulas, one each, on (R, K) rows of edges (R nodes, K edge columns; padding
+columns are invalid). Values are in [-1, 1]: an edge's `value_sum / visits` is its Q from the
+side choosing it; `node_value` is the network's value of the node for its side to move.
+
+PUCT (Silver et al. 2018) with the rule for unvisited edges as an argument (self-play: Q = 0;
+the engine: first-play urgency), Gumbel AlphaZero's completed Q and sigma (Danihelka et al.
+2022), and the search value of a root.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from azshogi.search.tree import masked_softmax
+
+
+def puct_scores(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, valid: np.ndarray,
+                c_base: float, c_init: float, unvisited_q) -> np.ndarray:
+    """(R, K) Q + U for each edge; -inf on padding.
+
+    U = c(s) P(s, a) sqrt(max(N(s), 1)) / (1 + N(s, a)), c(s) = log((1 + N(s) + c_base) / c_base)
+    + c_init, N(s) = the row's visits. unvisited_q: the Q of edges without visits, a scalar
+    (AlphaZero: 0) or (R, 1) per row (e.g. `first_play_urgency`). sqrt(max(N, 1)): on a node's
+    first visit the prior alone decides (N = 0 would tie all)."""
+    parent = visits.sum(axis=1, keepdims=True)
+    c = np.log((1.0 + parent + c_base) / c_base) + c_init
+    q = np.where(visits > 0, value_sum / np.maximum(visits, 1e-9), unvisited_q)
+    u = c * prior * np.sqrt(np.maximum(parent, 1.0)) / (1.0 + visits)
+    return np.where(valid, q + u, -np.inf)
+
+
+def first_play_urgency(node_value: np.ndarray, prior: np.ndarray, visits: np.ndarray,
+                       reduction: float) -> np.ndarray:
+    """(R, 1) the Q of unvisited edges as Leela Zero sets it: the node's value minus `reduction`
+    times the square root of the prior mass already visited."""
+    visited_prior = np.where(visits > 0, prior, 0.0).sum(axis=1, keepdims=True)
+    return node_value[:, None] - reduction * np.sqrt(visited_prior)
+
+
+def root_value(node_value: np.ndarray, value_sum: np.ndarray, visits: np.ndarray) -> np.ndarray:
+    """(R,) a node's search value for its side to move: the network value averaged with every
+    simulation's value through it. value_sum, visits: (R, K) its edges (chooser's view = the
+    node's side to move)."""
+    return (node_value + value_sum.sum(axis=1)) / (1.0 + visits.sum(axis=1))
+
+
+def completed_q(logits: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
+                node_value: np.ndarray) -> np.ndarray:
+    """Q of visited actions; the mixed value estimate v_mix for unvisited ones.
+
+    logits, visits, value_sum: (R, K) (logits -inf on padding); node_value: (R,) network value.
+    v_mix = (v + N / sum_{b visited} pi(b) * sum_{b visited} pi(b) q(b)) / (1 + N), N = sum visits.
+    """
+    return mixed_q(masked_softmax(logits), visits, value_sum, node_value)[0]
+
+
+def mixed_q(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
+            node_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(completed Q (R, K), v_mix (R,)) from prior probabilities instead of logits."""
+    visited = visits > 0
+    q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
+    total = visits.sum(axis=1)
+    prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
+    weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
+    v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
+    return np.where(visited, q, v_mix[:, None]).astype(np.float32), v_mix
+
+
+def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float, c_scale: float,
+          rescale: bool) -> np.ndarray:
+    """sigma(q) = (c_visit + max_b N(b)) * c_scale * q, with q in [0, 1]: min-max rescaled over
+    the legal actions (rescale=True, as mctx) or mapped from [-1, 1] as a win rate."""
+    if rescale:
+        low = np.where(valid, cq, np.inf).min(axis=1, keepdims=True)
+        high = np.where(valid, cq, -np.inf).max(axis=1, keepdims=True)
+        scaled = (cq - low) / np.maximum(high - low, 1e-8)
+    else:
+        scaled = (cq + 1.0) * 0.5
+    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
+
+
+def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
+               in_play: np.ndarray, has_unconsidered: np.ndarray, c_visit: float, c_scale: float,
+               rescale: bool) -> np.ndarray:
+    """sigma(completed Q) on the root's considered columns only (R, m), equal to `sigma` of the
+    full row there: unvisited actions all take v_mix, which joins the min-max range whenever any
+    legal action (considered or not) is unvisited."""
+    visits = np.where(in_play, visits, 0.0)
+    visited = visits > 0
+    cq, v_mix = mixed_q(prior, visits, value_sum, node_value)
+    if rescale:
+        any_unvisited = has_unconsidered | (in_play & ~visited).any(axis=1)
+        low = np.where(in_play, cq, np.inf).min(axis=1)
+        high = np.where(in_play, cq, -np.inf).max(axis=1)
+        low = np.where(any_unvisited, np.minimum(low, v_mix), low)[:, None]
+        high = np.where(any_unvisited, np.maximum(high, v_mix), high)[:, None]
+        scaled = (cq - low) / np.maximum(high - low, 1e-8)
+    else:
+        scaled = (cq + 1.0) * 0.5
+    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
