@@ -1,4 +1,5 @@
-"""Gumbel AlphaZero: sequential halving, completed Q, legality, and finding a mate."""
+"""Gumbel AlphaZero: sequential halving, legality, and finding a mate (the formulas:
+test_search_formulas.py; the whole algorithm against a reference: test_search_golden.py)."""
 import cshogi
 import numpy as np
 import pytest
@@ -34,29 +35,6 @@ def test_sequential_halving_budget(m, n):
         visits[candidates[0]] += 1
     assert visits.sum() == n
     assert (visits > 0).sum() == min(m, n)
-
-
-def test_completed_q_mixes_unvisited_actions():
-    logits = np.log(np.array([[0.5, 0.25, 0.25]], np.float32))
-    visits = np.array([[2.0, 1.0, 0.0]], np.float32)
-    value_sum = np.array([[1.0, -0.5, 0.0]], np.float32)  # q = 0.5 and -0.5
-    node_value = np.array([0.2], np.float32)
-    cq = completed_q(logits, visits, value_sum, node_value)
-    # v_mix = (0.2 + 3 * (0.5*0.5 + 0.25*-0.5) / 0.75) / 4 = (0.2 + 0.5) / 4
-    assert cq[0, 0] == pytest.approx(0.5) and cq[0, 1] == pytest.approx(-0.5)
-    assert cq[0, 2] == pytest.approx(0.175)
-    # No visits at all: every action gets the network value.
-    assert completed_q(logits, np.zeros_like(visits), np.zeros_like(visits), node_value)[0] == pytest.approx([0.2] * 3)
-
-
-def test_sigma_scales_with_visits():
-    cq = np.array([[0.0, 1.0, -1.0]], np.float32)
-    visits = np.array([[3.0, 5.0, 0.0]], np.float32)
-    valid = np.ones_like(cq, bool)
-    s = sigma(cq, visits, valid, c_visit=50, c_scale=0.1, rescale=True)
-    assert s[0] == pytest.approx([(55 * 0.1) * 0.5, 55 * 0.1, 0.0])
-    s = sigma(cq, visits, valid, c_visit=50, c_scale=0.1, rescale=False)
-    assert s[0] == pytest.approx([(55 * 0.1) * 0.5, 55 * 0.1, 0.0])
 
 
 def test_illegal_labels_are_never_chosen():
