@@ -169,3 +169,28 @@ def test_threaded_groups_choose_what_one_group_chooses(kind, tiny_net):
         n = one.num_edges[i]
         assert np.array_equal(one.visits[i, :n], split.visits[i, :n])
     assert [b.sfen() for b in boards] == [b.sfen() for b in random_positions(7, seed=12, max_plies=50)]
+
+
+@pytest.mark.parametrize("kind", ["gumbel", "puct"])
+def test_results_do_not_depend_on_the_width_of_the_trees(kind):
+    # A tree's arrays are as wide as the widest node it ever held, so a search that once met a
+    # position with 525 legal moves keeps 544 columns where a fresh one has 128 or 160. Exact
+    # resume needs the same results to the last bit from both (a resumed run's trees are fresh).
+    from test_search_golden import keyed_network
+
+    boards = [b for b in random_positions(400, seed=3, max_plies=200) if len(list(b.legal_moves)) > 80][:5]
+    boards.append(cshogi.Board("4k4/9/9/9/9/9/9/9/4K4 b GP 1"))  # 155 legal moves
+    wide = cshogi.Board("4k4/9/9/9/9/9/9/9/4K4 b RBGSNLP 1")  # 525
+    plies = np.zeros(len(boards), np.int64)
+    results = []
+    for warm_up in (False, True):
+        search = make(kind, FunctionEvaluator(keyed_network), len(boards), n=24)
+        if warm_up:
+            search.run([wide] * len(boards), plies, [np.random.default_rng(0) for _ in boards])
+        results.append(search.run(boards, plies, [np.random.default_rng(7 + i) for i in range(len(boards))]))
+    fresh, widened = results
+    for name in ("moves", "num_edges", "visits", "policy", "root_value"):
+        a, b = getattr(fresh, name), getattr(widened, name)
+        if a.ndim == 2:
+            a, b = a[:, :160], b[:, :160]
+        assert np.array_equal(a, b), name

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from azshogi.search.tree import masked_softmax
+from azshogi.search.tree import edge_sum, masked_softmax
 
 
 def puct_scores(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, valid: np.ndarray,
@@ -32,7 +32,7 @@ def first_play_urgency(node_value: np.ndarray, prior: np.ndarray, visits: np.nda
                        reduction: float) -> np.ndarray:
     """(R, 1) the Q of unvisited edges as Leela Zero sets it: the node's value minus `reduction`
     times the square root of the prior mass already visited."""
-    visited_prior = np.where(visits > 0, prior, 0.0).sum(axis=1, keepdims=True)
+    visited_prior = edge_sum(np.where(visits > 0, prior, 0.0), keepdims=True)
     return node_value[:, None] - reduction * np.sqrt(visited_prior)
 
 
@@ -40,7 +40,7 @@ def root_value(node_value: np.ndarray, value_sum: np.ndarray, visits: np.ndarray
     """(R,) a node's search value for its side to move: the network value averaged with every
     simulation's value through it. value_sum, visits: (R, K) its edges (chooser's view = the
     node's side to move)."""
-    return (node_value + value_sum.sum(axis=1)) / (1.0 + visits.sum(axis=1))
+    return (node_value + edge_sum(value_sum)) / (1.0 + visits.sum(axis=1))
 
 
 def completed_q(logits: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
@@ -59,8 +59,8 @@ def mixed_q(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray,
     visited = visits > 0
     q = np.where(visited, value_sum / np.maximum(visits, 1.0), 0.0)
     total = visits.sum(axis=1)
-    prior_visited = np.where(visited, prior, 0.0).sum(axis=1)
-    weighted_q = np.where(visited, prior * q, 0.0).sum(axis=1) / np.maximum(prior_visited, 1e-12)
+    prior_visited = edge_sum(np.where(visited, prior, 0.0))
+    weighted_q = edge_sum(np.where(visited, prior * q, 0.0)) / np.maximum(prior_visited, 1e-12)
     v_mix = np.where(total > 0, (node_value + total * weighted_q) / (1.0 + total), node_value)
     return np.where(visited, q, v_mix[:, None]).astype(np.float32), v_mix
 

@@ -19,7 +19,7 @@ from azshogi.search.base import Evaluator
 from azshogi.search.formulas import completed_q, root_sigma, sigma
 from azshogi.search.result import SearchResult, make_result
 from azshogi.search.simulator import Simulator
-from azshogi.search.tree import Tree, masked_softmax
+from azshogi.search.tree import Tree, edge_sum, masked_softmax
 from azshogi.shogi.rules import Rules
 
 
@@ -104,7 +104,7 @@ class GumbelSearch:
         columns = order[:, :m]
         in_play = np.arange(m)[None, :] < num_considered[:, None]
         base_c = np.where(in_play, np.take_along_axis(base, columns, axis=1), -np.inf)
-        log_z = np.log(np.exp(root_logits - root_logits.max(axis=1, keepdims=True)).sum(axis=1)) \
+        log_z = np.log(edge_sum(np.exp(root_logits - root_logits.max(axis=1, keepdims=True)))) \
             + root_logits.max(axis=1)
         prior_c = np.where(in_play, np.exp(np.take_along_axis(root_logits, columns, axis=1) - log_z[:, None]), 0.0)
         has_unconsidered = num_legal > num_considered

@@ -105,8 +105,25 @@ class Tree:
         return np.arange(self.width)[None, :] < self.num_edges[actors, nodes][:, None]
 
 
+# numpy sums a row pairwise, grouping its terms by the row's length, so the padding zeros of a
+# wider tree would change the last bit of a sum and with it a search's results (and a run resumed
+# with fresh, narrower trees would drift from the run that never stopped). Rows are summed in
+# blocks of this many columns instead (numpy's own block: within one, trailing zeros change
+# nothing), the block sums added in order.
+_SUM_BLOCK = 128
+
+
+def edge_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
+    """The sum along the last axis (a node's edge columns, padding zeros included), the same to
+    the last bit for any padding width (a multiple of 8, as tree widths are)."""
+    total = x[..., :_SUM_BLOCK].sum(axis=-1, keepdims=keepdims)
+    for start in range(_SUM_BLOCK, x.shape[-1], _SUM_BLOCK):
+        total = total + x[..., start:start + _SUM_BLOCK].sum(axis=-1, keepdims=keepdims)
+    return total
+
+
 def masked_softmax(logits: np.ndarray) -> np.ndarray:
     """Softmax along the last axis; -inf entries get probability 0."""
     top = logits.max(axis=-1, keepdims=True)
     e = np.exp(logits - np.where(np.isfinite(top), top, 0.0))
-    return e / e.sum(axis=-1, keepdims=True)
+    return e / edge_sum(e, keepdims=True)
