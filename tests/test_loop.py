@@ -1,4 +1,5 @@
-"""The whole loop through Hydra's compose API: checkpoints, TensorBoard, exact resume, errors."""
+"""The whole loop through Hydra's compose API: checkpoints, TensorBoard, resume, errors (exact
+resume: test_resume.py)."""
 import signal
 import subprocess
 import sys
@@ -6,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 from conftest import compose_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -37,20 +37,6 @@ def test_end_to_end_two_checkpoints(tiny_config, tmp_path, workers):
     state = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")
     assert state["config"]["model"]["channels"] == 16
     assert len(state["selfplay"]["games"]) == 6  # the games in progress are in the checkpoint
-
-
-def test_exact_resume(tiny_config, tmp_path):
-    straight = tiny_config("loop.max_checkpoints=3", run="straight")
-    train(straight, show_progress=False)
-    train(tiny_config("loop.max_checkpoints=1", run="split"), show_progress=False)
-    resumed = train(tiny_config("loop.max_checkpoints=3", run="split"), show_progress=False)
-    a = ckpt.load(tmp_path / "checkpoints" / "straight" / "ckpt-00003.pt")
-    b = ckpt.load(tmp_path / "checkpoints" / "split" / "ckpt-00003.pt")
-    assert a["counters"] == b["counters"] and resumed.checkpoints == 3
-    for name, tensor in a["model"].items():
-        assert torch.equal(tensor, b["model"][name]), name
-    assert a["selfplay"]["next_game_id"] == b["selfplay"]["next_game_id"]
-    assert [g["moves"] for g in a["selfplay"]["games"]] == [g["moves"] for g in b["selfplay"]["games"]]
 
 
 def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):

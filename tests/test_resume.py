@@ -1,0 +1,204 @@
+"""Exact resume with something to resume: games in progress at different plies, decisive games,
+a replay buffer that has wrapped around, and value targets that use the stored root values.
+
+A run stopped and started again, at a checkpoint or in the middle of a phase, continues exactly
+as the run that never stopped: model, optimizer, every random stream, replay contents and games
+in progress are equal at every later checkpoint (in process: exactly reproducible). Each
+checkpoint also reads back into a fresh Loop as the run left it. All state is read through
+resume_helpers.py."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY, compose_config
+from resume_helpers import (
+    RecordingLoop,
+    assert_same,
+    checkpoint_state,
+    games_of_driver,
+    load_loop,
+)
+
+from azshogi.config import to_config
+
+# 90-ply games, adjudicated when a side has a mate in 7: games end at different plies, so the
+# games in progress at a checkpoint are mid-way; phases of at least 130 positions against a
+# 600-position buffer: it wraps around by the second checkpoint. Root values weigh in the value
+# targets, so that they count in training too.
+RESUME = ["device=cpu", "rules.max_plies=90", "rules.mate_adjudication_plies=7",
+          "loop.positions_per_checkpoint=130", "replay.capacity=600", "train.value_target_root_weight=0.5",
+          "loop.keep_checkpoints=10", "eval.every=0", "loop.max_checkpoints=4"]
+CHECKPOINTS = [f"ckpt-{k:05d}.pt" for k in range(1, 5)]
+
+
+def config(root: Path, run: str, *overrides):
+    return to_config(compose_config(TINY + RESUME + [f"run={run}", f"checkpoint_root={root / 'checkpoints'}",
+                                                     f"log_root={root / 'logs'}", *overrides]))
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """The run that never stops: its root folder and the state it had at each checkpoint."""
+    root = tmp_path_factory.mktemp("resume")
+    loop = RecordingLoop(config(root, "straight"))
+    loop.run()
+    assert sorted(loop.written) == CHECKPOINTS
+    return root, loop.written
+
+
+def games_mid_way(state) -> list[int]:
+    return sorted(len(g["moves"]) for g in state["selfplay"]["games"] if g["moves"])
+
+
+def test_the_run_has_something_to_resume(straight):
+    _, written = straight
+    mid_way = [games_mid_way(written[name]) for name in CHECKPOINTS]
+    # Games in progress at several checkpoints, of different lengths.
+    assert sum(len(set(plies)) >= 2 for plies in mid_way) >= 2, mid_way
+    replays = [written[name]["replay"] for name in CHECKPOINTS]
+    assert replays[1]["total_added"] > len(replays[1]["results"]) > 0  # the ring has wrapped around
+    assert replays[-1]["total_added"] > 2 * len(replays[-1]["results"])
+    assert any((r["results"] != 0).any() for r in replays)  # decisive games, and draws
+    assert any((r["results"] == 0).any() for r in replays)
+    assert all((r["root_values"] != 0).mean() > 0.9 for r in replays)
+
+
+def test_each_checkpoint_reads_back_as_the_run_left_it(straight):
+    root, written = straight
+    for name in CHECKPOINTS:
+        assert_same(checkpoint_state(config(root, "straight"), root / "checkpoints" / "straight" / name),
+                    written[name], name)
+
+
+def test_resuming_from_a_checkpoint_continues_exactly(straight):
+    root, written = straight
+    # Resume from the checkpoint with the most games mid-way.
+    start = max(CHECKPOINTS[:-1], key=lambda name: (len(set(games_mid_way(written[name]))), name))
+    assert len(set(games_mid_way(written[start]))) >= 2
+    resumed = RecordingLoop(config(root, "resumed", f"resume={root / 'checkpoints' / 'straight' / start}"))
+    resumed.run()
+    later = CHECKPOINTS[CHECKPOINTS.index(start) + 1:]
+    assert sorted(resumed.written) == later
+    for name in later:
+        assert_same(resumed.written[name], written[name], name)
+
+
+def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(straight):
+    root, written = straight
+    cfg = config(root, "stopped")
+    games = [0] + [written[name]["counters"]["games"] for name in CHECKPOINTS]
+    # A self-play phase (after the first) in which several games ended: stop after its first.
+    phase = next(k for k in range(2, len(games)) if games[k] - games[k - 1] >= 2)
+    partial = root / "checkpoints" / "stopped" / f"ckpt-{phase - 1:05d}-partial.pt"
+    first = RecordingLoop(cfg, stop_after_games=games[phase - 1] + 1)
+    first.run()
+    assert list(first.written) == CHECKPOINTS[:phase - 1] + [partial.name]
+    state = first.written[partial.name]
+    assert not state["counters"]["in_training"] and 0 < state["counters"]["positions_since_checkpoint"] < 130
+    assert len(games_mid_way(state)) >= 2
+    assert_same(checkpoint_state(cfg, partial), state, "mid-selfplay partial")
+    # Started again: finishes that self-play phase, stopped after 2 of its 4 training steps.
+    second = RecordingLoop(cfg, stop_after_steps=2)
+    second.run()
+    assert list(second.written) == [partial.name]
+    state = second.written[partial.name]
+    assert state["counters"]["in_training"] and state["counters"]["phase_steps"] == 2
+    assert_same(checkpoint_state(cfg, partial), state, "mid-training partial")
+    # Started again: runs to the end, through the same checkpoints as the run that never stopped.
+    third = RecordingLoop(cfg)
+    third.run()
+    assert sorted(third.written) == CHECKPOINTS[phase - 1:]
+    for name in CHECKPOINTS[phase - 1:]:
+        assert_same(third.written[name], written[name], name)
+
+
+# --- with worker processes ---
+
+def constant_network(model) -> None:
+    """Outputs that do not depend on the position (zero weights into the last layers), hence
+    the same to the last bit in any batch: a game then depends only on its own random stream,
+    whichever process searches it and whatever it shares a forward pass with."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        model.policy_conv.weight.zero_()
+        model.policy_conv.bias.copy_(torch.randn(model.policy_conv.bias.shape, generator=generator))
+        model.value_fc2.weight.zero_()
+        model.value_fc2.bias.fill_(0.3)
+
+
+def trajectory(moves, hcps, labels, probs, root_values, results=None) -> dict:
+    return {"moves": list(moves), "hcps": np.asarray(hcps), "labels": [np.asarray(x) for x in labels],
+            "probs": [np.asarray(x) for x in probs], "root_values": np.asarray(root_values, np.float32),
+            "results": None if results is None else np.asarray(results)}
+
+
+def play(driver, moves: int, cfg) -> dict:
+    """Plays until the driver has searched `moves` positions; every game it has seen, finished
+    or in progress, by game id."""
+    games = {}
+    for game in driver.play(until=lambda: driver.counters().moves >= moves):
+        r = game.record
+        offsets = r.policy_offsets
+        games[r.game_id] = trajectory(game.moves, r.hcps, [r.labels[offsets[i]:offsets[i + 1]] for i in range(len(r))],
+                                      [r.probs[offsets[i]:offsets[i + 1]] for i in range(len(r))], r.root_values,
+                                      r.results)
+    for g in games_of_driver(driver, cfg)["games"]:
+        games[g["game_id"]] = trajectory(g["moves"], g["hcps"], g["labels"], g["probs"], g["root_values"])
+    return games
+
+
+def assert_consistent(games: dict, truth: dict, start: dict, label: str) -> None:
+    """Every game both have played agrees with `truth` as far as both go (a game is a function
+    of its id: its random stream); every game of `start` (games_of_driver) went on."""
+    for game_id, game in games.items():
+        if game_id not in truth:
+            continue
+        other = truth[game_id]
+        n = min(len(game["moves"]), len(other["moves"]))
+        where = f"{label}: game {game_id}"
+        assert_same(game["moves"][:n], other["moves"][:n], f"{where} moves")
+        assert_same(game["hcps"][:n], other["hcps"][:n], f"{where} positions")
+        assert_same(game["labels"][:n], other["labels"][:n], f"{where} target labels")
+        assert_same(game["probs"][:n], other["probs"][:n], f"{where} target probabilities")
+        assert_same(game["root_values"][:n], other["root_values"][:n], f"{where} root values")
+        if game["results"] is not None and other["results"] is not None:
+            assert_same(game["results"], other["results"], f"{where} results")
+    for g in start["games"]:
+        assert len(games[g["game_id"]]["moves"]) > len(g["moves"]), f"{label}: game {g['game_id']} did not go on"
+
+
+def test_saved_games_go_on_in_worker_processes_and_back_as_they_would_have(straight):
+    """A checkpoint with games mid-way, loaded with two workers, gives back every game as it was
+    saved (positions, pending targets, root values, random streams); the workers play them on
+    as the same checkpoint plays on in process (the truth), however their moves interleave;
+    their own checkpoint, loaded in process, plays on as the truth too. The network is made
+    constant, so that batch composition cannot change the last bit of an evaluation."""
+    root, written = straight
+    cfg = config(root, "workers")
+    name = max(CHECKPOINTS, key=lambda n: (len(set(games_mid_way(written[n]))), n))
+    saved = written[name]["selfplay"]
+    assert len(set(games_mid_way(written[name]))) >= 2
+    path = root / "checkpoints" / "straight" / name
+
+    truth_loop = load_loop(cfg, path)
+    constant_network(truth_loop.model)
+    truth = play(truth_loop.selfplay, 6 * 25, cfg)
+
+    workers = load_loop(cfg, path, num_workers=2)
+    constant_network(workers.model)  # the workers' server evaluates this model
+    try:
+        loaded = games_of_driver(workers.selfplay, cfg)  # shared out to the workers and sent back
+        assert_same(loaded["games"], saved["games"], "games through the workers")
+        assert loaded["next_game_id"] >= saved["next_game_id"]
+        played = play(workers.selfplay, 6 * 10, cfg)
+        at_save = games_of_driver(workers.selfplay, cfg)
+        back_path = workers.save(partial=True)
+    finally:
+        workers.selfplay.close()
+    assert_consistent(played, truth, saved, "workers")
+
+    back = load_loop(cfg, back_path)
+    assert_same(games_of_driver(back.selfplay, cfg)["games"], at_save["games"], "games from the workers")
+    constant_network(back.model)
+    assert_consistent(play(back.selfplay, 6 * 5, cfg), truth, at_save, "in process after the workers")
