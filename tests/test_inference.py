@@ -33,8 +33,10 @@ def positions(n=48, seed=8):
     return torch.from_numpy(f1), torch.from_numpy(f2)
 
 
-# fp32 folding only reorders float arithmetic; bf16 keeps about 3 significant digits.
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-4), (torch.bfloat16, 0.15)])
+# fp32 folding only reorders float arithmetic; bf16 keeps about 3 significant digits. Errors
+# count against each output's spread over the positions (the value logits span only about 0.02
+# here), so that an output that ignored its input could not pass.
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 0.1)])
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_folded_network_agrees_with_the_plain_network(trained_net, dtype, tolerance, channels_last):
     x1, x2 = positions()
@@ -42,8 +44,11 @@ def test_folded_network_agrees_with_the_plain_network(trained_net, dtype, tolera
         policy, value = trained_net(x1, x2)
     fast = InferenceNet(trained_net, torch.device("cpu"), dtype, channels_last=channels_last, fold_batchnorm=True)
     p, v = fast(x1, x2)
-    assert torch.allclose(p.float(), policy, atol=tolerance, rtol=0)
-    assert torch.allclose(v.float(), value, atol=tolerance, rtol=0)
+    assert p.dtype == v.dtype == dtype  # computed in that precision
+    for name, got, want in (("policy", p, policy), ("value", v, value)):
+        spread = float(want.max() - want.min())
+        error = float((got.float() - want).abs().max())
+        assert spread > 0 and error <= tolerance * spread, (name, error, spread)
     if dtype == torch.float32:  # the moves the network prefers are the same
         assert torch.equal(p.argmax(1), policy.argmax(1))
 

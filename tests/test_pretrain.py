@@ -139,4 +139,5 @@ def test_a_dlshogi_style_hcpe3_file_is_read(tmp_path):
     batch = buffer.gather(np.arange(2))
     assert (batch.result == 0).all()  # 0x16: a draw by the move limit, not a white win
     np.testing.assert_allclose(np.sort(batch.policy, axis=1)[:, -2:], [[0.25, 0.75]] * 2)
-    np.testing.assert_allclose(batch.root_value, np.tanh(400 / (2 * 756.0864962951762)), rtol=1e-3)
+    # dlshogi: win rate = sigmoid(eval / 756.0864962951762); value = 2 * win rate - 1.
+    np.testing.assert_allclose(batch.root_value, 2 / (1 + np.exp(-400 / 756.0864962951762)) - 1, rtol=1e-3)

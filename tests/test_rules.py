@@ -25,7 +25,7 @@ def test_checkmate_loses_for_the_side_to_move():
 def test_repetition_is_a_draw():
     board = board_after(None, ["5i5h", "5a5b", "5h5i", "5b5a"])
     end = outcome(board, 4, RULES)
-    assert end == outcome(board, 4, RULES) and end.termination == Termination.REPETITION
+    assert end.termination == Termination.REPETITION
     assert end.value == 0 and winner(board.turn, end.value) is None
 
 
