@@ -7,7 +7,7 @@ receives these dataclasses (via `to_config`), never a raw DictConfig.
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
@@ -97,12 +97,15 @@ class InferenceConfig:
 
 @dataclass
 class SelfPlayConfig:
-    num_actors: int = 128  # games in flight, searched together with batched forward passes
+    # Games in flight, searched together with batched forward passes. 0 = auto: 128 on the CPU;
+    # on CUDA 128 per worker (at least 512, at most 4096), so the server's batches fill the GPU.
+    num_actors: int = 0
     search_threads: int = 1  # actor groups searched in parallel threads (2: search overlaps inference)
     write_hcpe3: bool = True  # also write finished games as dlshogi hcpe3 under logs/<run>/hcpe3/
     # Worker processes that share the actors' tree search; the main process keeps the one model
     # and serves their evaluations in batches (workers.py). 0 = search in the main process.
-    num_workers: int = 0
+    # -1 = auto: 0 on the CPU; on CUDA one per core but one (the server's).
+    num_workers: int = -1
     server_max_batch: int = 0  # largest forward pass of the inference server; 0 = all actors' leaves
     server_wait_ms: float = 2.0  # how long a partial batch waits for more requests from searching workers
 
@@ -163,13 +166,21 @@ class EvalConfig:
     records_saved: int = 2  # games per match saved as CSA under logs/<run>/eval/
 
 
+class BenchNetwork(str, Enum):
+    real = "real"
+    instant = "instant"  # answers without the network: what everything around it costs
+
+
 @dataclass
 class BenchConfig:
-    """azshogi-bench: how long to measure."""
+    """azshogi-bench: how long to measure, and what (train/bench.py)."""
 
     seconds: float = 10.0  # length of each measured window (network alone, then self-play)
     warmup_seconds: float = 5.0  # self-play before the first window
     repeats: int = 3  # windows of each kind, alternated; medians are reported
+    network: BenchNetwork = BenchNetwork.real
+    fake_clients: int = 0  # > 0: the inference server alone, fed by this many clients (no search)
+    plies: List[int] = field(default_factory=list)  # per-move cost at these game lengths (in process)
 
 
 @dataclass
@@ -244,12 +255,13 @@ def validate(cfg: Config) -> Config:
     _check(r.mate_adjudication_plies == 0 or (r.mate_adjudication_plies % 2 == 1),
            "rules.mate_adjudication_plies", "must be 0 (off) or an odd number of plies",
            r.mate_adjudication_plies)
-    _check(sp.num_actors >= 1, "selfplay.num_actors", "must be >= 1", sp.num_actors)
-    _check(1 <= sp.search_threads <= sp.num_actors, "selfplay.search_threads", "must be in [1, num_actors]",
-           sp.search_threads)
-    _check(sp.search_threads == 1 or sp.num_workers == 0, "selfplay.search_threads",
-           "must be 1 with selfplay.num_workers > 0 (workers already search in parallel)", sp.search_threads)
-    _check(0 <= sp.num_workers <= sp.num_actors, "selfplay.num_workers",
+    _check(sp.num_actors >= 0, "selfplay.num_actors", "must be >= 1 (or 0 = auto)", sp.num_actors)
+    _check(sp.num_workers >= -1, "selfplay.num_workers", "must be >= 0 (or -1 = auto)", sp.num_workers)
+    _check(sp.search_threads >= 1 and (sp.num_actors == 0 or sp.search_threads <= sp.num_actors),
+           "selfplay.search_threads", "must be in [1, num_actors]", sp.search_threads)
+    _check(sp.search_threads == 1 or sp.num_workers <= 0, "selfplay.search_threads",
+           "must be 1 unless selfplay.num_workers=0 (workers already search in parallel)", sp.search_threads)
+    _check(sp.num_actors == 0 or sp.num_workers <= sp.num_actors, "selfplay.num_workers",
            f"must be in [0, selfplay.num_actors={sp.num_actors}] (0 = self-play in the main process)",
            sp.num_workers)
     _check(sp.server_max_batch >= 0, "selfplay.server_max_batch", "must be >= 0 (0 = all actors' leaves)",
@@ -281,6 +293,8 @@ def validate(cfg: Config) -> Config:
     _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
     _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
     _check(b.repeats >= 1, "bench.repeats", "must be >= 1", b.repeats)
+    _check(b.fake_clients >= 0, "bench.fake_clients", "must be >= 0", b.fake_clients)
+    _check(all(p >= 0 for p in b.plies), "bench.plies", "must be numbers of plies >= 0", b.plies)
     _check_data_files(rp.seed_files, "replay.seed_files")
     pt = cfg.pretrain
     _check_data_files(pt.train_files, "pretrain.train_files")
@@ -289,6 +303,25 @@ def validate(cfg: Config) -> Config:
     _check(pt.eval_every >= 1, "pretrain.eval_every", "must be >= 1", pt.eval_every)
     _check(pt.test_positions >= 1, "pretrain.test_positions", "must be >= 1", pt.test_positions)
     return cfg
+
+
+def resolve_selfplay(cfg: Config, device_type: str, cores: int) -> tuple[Config, str]:
+    """`cfg` with selfplay.num_actors / num_workers left on auto (0 / -1) made concrete for this
+    machine, and a line saying what was chosen. On the CPU: 128 actors in process. On CUDA:
+    cores - 1 workers (the main process serves the network) and 128 actors per worker, at least
+    512 and at most 4096: the server's batches are then large enough to keep a GPU busy."""
+    sp = cfg.selfplay
+    cuda = device_type == "cuda"
+    in_process = not cuda or sp.search_threads > 1  # threads: the user chose the in-process overlap
+    workers = sp.num_workers if sp.num_workers >= 0 else (0 if in_process else max(1, cores - 1))
+    actors = sp.num_actors or (128 if not cuda else min(4096, max(512, 128 * workers)))
+    workers = min(workers, actors)
+    auto = [key for key, given in (("num_workers", sp.num_workers >= 0), ("num_actors", sp.num_actors > 0))
+            if not given]
+    note = (f"self-play: {actors} actors, " + (f"{workers} worker processes" if workers else "in process")
+            + (f" (selfplay.{' and '.join(auto)} auto for {device_type} with {cores} cores)" if auto else ""))
+    resolved = replace(cfg, selfplay=replace(sp, num_actors=actors, num_workers=workers))
+    return validate(resolved), note
 
 
 def _validate_eval(ev: EvalConfig) -> None:

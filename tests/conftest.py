@@ -55,23 +55,31 @@ def tiny_net():
 
 
 class FunctionEvaluator:
-    """An evaluator computed by a Python function of the features (for hand-made searches)."""
+    """An evaluator computed by a Python function of the features (for hand-made searches):
+    fn(features1 (B, 62, 9, 9), features2 (B, 57, 9, 9)) -> (logits (B, 2187), win probability
+    (B,)). It sees the planes as they cross the boundary (packed, then expanded) and answers
+    with the logits of the legal moves, as every evaluator does."""
 
     def __init__(self, fn):
-        from azshogi.nn.evaluator import EvalStats
+        from azshogi.search.base import EvalStats
 
         self.fn = fn
         self.stats = EvalStats()
 
-    def allocate(self, batch):
+    def allocate(self, rows):
+        from azshogi.search.batch import LeafBatch
+
+        return LeafBatch(rows)
+
+    def evaluate(self, batch):
         from azshogi.shogi import features
 
-        return features.allocate(batch)
-
-    def evaluate(self, features1, features2):
-        self.stats.calls += 1
-        self.stats.positions += len(features1)
-        return self.fn(features1, features2)
+        k = batch.size
+        logits, probability = self.fn(*features.unpack(batch.packed[:k]))
+        rows = np.repeat(np.arange(k), batch.counts[:k])
+        self.stats.add(k, 0.0)
+        return (np.asarray(logits, np.float32)[rows, batch.labels[:batch.num_labels]],
+                np.asarray(probability, np.float32))
 
 
 def uniform_evaluator(value=0.5):

@@ -53,28 +53,48 @@ def test_folded_network_agrees_with_the_plain_network(trained_net, dtype, tolera
         assert torch.equal(p.argmax(1), policy.argmax(1))
 
 
+def legal_rows(net, boards):
+    """The plain network's logits of each board's legal moves (flat) and win probabilities."""
+    f1, f2 = features.allocate(len(boards))
+    labels = []
+    for i, b in enumerate(boards):
+        features.write(b, f1, f2, i)
+        labels.append(features.legal_moves_and_labels(b)[1])
+    with torch.no_grad():
+        policy, value = net(torch.from_numpy(f1), torch.from_numpy(f2))
+    legal = np.concatenate([policy[i, lab].numpy() for i, lab in enumerate(labels)])
+    return legal, torch.sigmoid(value).squeeze(1).numpy()
+
+
+def leaf_batch(evaluator, boards):
+    batch = evaluator.allocate(len(boards))
+    for b in boards:
+        batch.add(b, list(b.legal_moves))
+    batch.seal()
+    return batch
+
+
 def test_inference_follows_weight_updates(trained_net):
     evaluator = LocalEvaluator(trained_net, torch.device("cpu"), torch.float32)
+    boards = random_positions(8, seed=8)
+    batch = leaf_batch(evaluator, boards)
+    before, _ = evaluator.evaluate(batch)
     x1, x2 = positions(8)
-    before, _ = evaluator.evaluate(x1.numpy(), x2.numpy())
     optimizer = torch.optim.SGD(trained_net.parameters(), lr=0.5)
     trained_net.train()
     policy, value = trained_net(x1, x2)
     (policy.logsumexp(1).mean() - policy[:, 0].mean() + value.mean()).backward()
     optimizer.step()
     trained_net.eval()
-    after, prob = evaluator.evaluate(x1.numpy(), x2.numpy())
-    with torch.no_grad():
-        expected_p, expected_v = trained_net(x1, x2)
+    after, prob = evaluator.evaluate(batch)
+    expected_p, expected_v = legal_rows(trained_net, boards)
     assert not np.allclose(before, after)
-    assert np.allclose(after, expected_p.numpy(), atol=1e-4)
-    assert np.allclose(prob, torch.sigmoid(expected_v).squeeze(1).numpy(), atol=1e-5)
+    assert np.allclose(after, expected_p, atol=1e-4)
+    assert np.allclose(prob, expected_v, atol=1e-5)
     # and after loading other weights
     other = build(2, 32, 64).eval()
     trained_net.load_state_dict(other.state_dict())
-    with torch.no_grad():
-        expected_p, _ = other(x1, x2)
-    assert np.allclose(evaluator.evaluate(x1.numpy(), x2.numpy())[0], expected_p.numpy(), atol=1e-4)
+    assert np.allclose(evaluator.evaluate(batch)[0], legal_rows(other, boards)[0], atol=1e-4)
 
 
 def test_batch_buckets():

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,14 +16,16 @@ from conftest import TINY
 
 from azshogi.formats import checkpoint as ckpt
 from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.nn.leaf_network import DeviceRunner, InstantNetwork
 from azshogi.selfplay.server import (
     SHM_PREFIX,
     ClientEvaluator,
     InferenceServer,
+    ServerGone,
     WorkerError,
 )
 from azshogi.selfplay.workers import shares
-from azshogi.shogi import features
+from azshogi.train.bench import fill, sample_positions
 from azshogi.train.loop import build_components, train
 
 
@@ -47,100 +50,149 @@ def all_gone(pids, seconds=10.0) -> bool:
     return True
 
 
-def random_request(rng, rows):
+def random_request(rng, boards, rows):
     k = int(rng.integers(1, rows + 1))
-    return (rng.random((k, features.FEATURES1_PLANES, 9, 9), dtype=np.float32),
-            rng.random((k, features.FEATURES2_PLANES, 9, 9), dtype=np.float32))
+    return [boards[int(i)] for i in rng.integers(len(boards), size=k)]
 
 
 def client_main(handle, seed, requests):
     """A stand-in for a worker: random requests of random sizes, then everything it received."""
     client = ClientEvaluator(handle)
-    rng = np.random.default_rng(seed)
+    rng, boards = np.random.default_rng(seed), sample_positions(40, seed=1, plies=(0, 120))
+    batch = client.allocate(handle.rows)
     received = []
     for _ in range(requests):
-        f1, f2 = random_request(rng, handle.rows)
-        b1, b2 = client.allocate(len(f1))
-        b1[:], b2[:] = f1, f2  # written in place, as the search does
-        received.append(client.evaluate(b1, b2))
+        fill(batch, random_request(rng, boards, handle.rows))  # written in place, as the search does
+        received.append(client.evaluate(batch))
     client.send(("received", received))
     client.receive()  # until the test lets go
     client.close()
 
 
-def test_server_answers_each_request_like_a_direct_forward_pass(tiny_net):
+def serve_clients(server, processes, until, seconds=60):
+    """Serves until until(messages so far) holds; returns {client: message}."""
+    received = {}
+    deadline = time.monotonic() + seconds
+    while not until(received):
+        for i, message in server.serve(set(range(len(processes))) - set(received), 0.1,
+                                       {i: p.sentinel for i, p in enumerate(processes)}):
+            received[i] = message
+        assert time.monotonic() < deadline
+    return received
+
+
+def start_clients(server, target, args):
     import multiprocessing as mp
 
-    rows, requests = [8, 5, 12], 25
+    processes = []
+    for i, a in enumerate(args):
+        p = mp.get_context("spawn").Process(target=target, args=(server.handle(i), *a), daemon=True)
+        p.start()
+        server.client_started(i)
+        processes.append(p)
+    return processes
+
+
+def stop_clients(processes):
+    for p in processes:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def test_server_answers_each_request_like_a_direct_forward_pass(tiny_net):
+    # max_batch 10: the queue often holds more than a batch, and one client's request (up to 12) more.
+    rows, requests = [8, 5, 12], 10
     evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
-    server = InferenceServer(evaluator, rows, max_batch=10, wait_s=0.05)  # 12 > 10: split too
+    server = InferenceServer(evaluator, rows, max_batch=10, wait_s=0.05)
     processes = []
     try:
-        for i in range(len(rows)):
-            p = mp.get_context("spawn").Process(target=client_main, args=(server.handle(i), 100 + i, requests),
-                                                daemon=True)
-            p.start()
-            server.client_started(i)
-            processes.append(p)
-        received = {}
-        deadline = time.monotonic() + 60
-        while len(received) < len(rows):
-            for i, message in server.serve(set(range(len(rows))) - set(received), 0.1,
-                                           {i: p.sentinel for i, p in enumerate(processes)}):
-                assert message[0] == "received"
-                received[i] = message[1]
-            assert time.monotonic() < deadline
+        processes = start_clients(server, client_main, [(100 + i, requests) for i in range(len(rows))])
+        received = serve_clients(server, processes, lambda r: len(r) == len(rows))
         assert server.stats.calls < len(rows) * requests  # requests did share forward passes
+        # compact both ways: 636-byte planes and 2-byte labels in, the legal moves' logits out
+        assert server.bytes_in / server.stats.positions < 2000 and server.bytes_out / server.stats.positions < 3000
         for i in range(len(rows)):
             server.send(i, ("bye",))
-        for p in processes:
-            p.join(10)
-            assert p.exitcode == 0
+        stop_clients(processes)
+        assert all(p.exitcode == 0 for p in processes)
     finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-                p.join()
+        stop_clients(processes)
         server.close()
     assert our_segments() == []
     direct = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
-    for i, answers in received.items():
+    boards = sample_positions(40, seed=1, plies=(0, 120))
+    for i, (kind, answers) in received.items():
         rng = np.random.default_rng(100 + i)
-        assert len(answers) == requests
+        assert kind == "received" and len(answers) == requests
         for logits, probability in answers:
-            f1, f2 = random_request(rng, rows[i])
-            expected_logits, expected_probability = direct.evaluate(f1, f2)
+            batch = fill(direct.allocate(rows[i]), random_request(rng, boards, rows[i]))
+            expected_logits, expected_probability = direct.evaluate(batch)
             # Batch composition may change the last bits of a convolution, nothing more.
             np.testing.assert_allclose(logits, expected_logits, rtol=0, atol=1e-5)
             np.testing.assert_allclose(probability, expected_probability, rtol=0, atol=1e-6)
 
 
-def test_back_to_back_requests_are_evaluated_in_place_others_gathered(tiny_net):
-    from azshogi.selfplay.server import receive_message, send_message
-
-    evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
-    server = InferenceServer(evaluator, [4, 4], max_batch=8, wait_s=1.0)
+def slow_client(handle):
+    client = ClientEvaluator(handle)
+    batch = fill(client.allocate(handle.rows), sample_positions(handle.rows, seed=2))
     try:
-        ends = [server.handle(i).conn for i in range(2)]
-        block, rng = server.block, np.random.default_rng(0)
-        for sizes, gathered in (((4, 4), 0), ((3, 4), 1)):  # a gap after client 0's rows: copied
-            for i, k in enumerate(sizes):
-                rows = slice(server.offsets[i], server.offsets[i] + k)
-                block.features1[rows] = rng.random((k, features.FEATURES1_PLANES, 9, 9), dtype=np.float32)
-                block.features2[rows] = rng.random((k, features.FEATURES2_PLANES, 9, 9), dtype=np.float32)
-            for i in (1, 0):
-                send_message(ends[i], ("eval", sizes[i]))
-            assert server.serve({0, 1}, timeout=5.0) == [] and server.gathered == gathered
-            for i, k in enumerate(sizes):
-                assert receive_message(ends[i]) == ("done",)
-                rows = slice(server.offsets[i], server.offsets[i] + k)
-                expected, _ = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32).evaluate(
-                    block.features1[rows].copy(), block.features2[rows].copy())
-                np.testing.assert_allclose(block.logits[rows], expected, rtol=0, atol=1e-5)
-        assert server.stats.calls == 2  # one forward pass per round
+        while True:
+            client.evaluate(batch)
+    except ServerGone:
+        pass
+    client.close()
+
+
+class SlowNetwork:
+    """The instant network, made to take a while (a batch in flight when Ctrl-C comes)."""
+
+    def __init__(self):
+        self.inner = InstantNetwork(torch.device("cpu"))
+        self.wire = self.inner.wire
+
+    def __call__(self, *args):
+        time.sleep(0.2)
+        return self.inner(*args)
+
+
+def test_ctrl_c_during_a_batch_stops_cleanly(tiny_net):
+    evaluator = LocalEvaluator(tiny_net, torch.device("cpu"), torch.float32)
+    evaluator.runner = DeviceRunner(SlowNetwork(), torch.device("cpu"))
+    server = InferenceServer(evaluator, [4, 4], max_batch=8, wait_s=0.0)
+    processes = start_clients(server, slow_client, [(), ()])
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        serve_clients(server, processes, lambda _: server.stats.calls >= 2)  # the clients are asking
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            server.serve({0, 1}, timeout=30.0)
+        assert server.in_flight  # a batch was on the device
     finally:
-        server.close()
-    assert our_segments() == []
+        timer.cancel()
+        server.close()  # waits for the batch in flight, then removes everything
+        stop_clients(processes)
+    assert time.monotonic() - started < 20
+    assert our_segments() == [] and all(p.exitcode == 0 for p in processes)
+
+
+def test_a_search_through_the_server_plays_as_in_process(tiny_config):
+    """One worker sends exactly the batches the in-process search evaluates, so with the same
+    seed both play the same moves with the same root values."""
+    games = []
+    for workers in (0, 1):
+        parts = build_components(tiny_config(f"selfplay.num_workers={workers}", "rules.max_plies=200", "device=cpu"))
+        try:
+            list(parts.selfplay.play(until=lambda: parts.selfplay.counters().moves >= 6 * 12))
+            games.append(parts.selfplay.state_dict()["games"])
+        finally:
+            parts.selfplay.close()
+    in_process, served = games
+    assert [g["moves"] for g in in_process] == [g["moves"] for g in served]
+    assert [g["root_values"] for g in in_process] == [g["root_values"] for g in served]
+    assert all(len(g["moves"]) >= 10 for g in served)
 
 
 def test_actors_are_shared_out_evenly():

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Optional
 
 import numpy as np
 import torch
 
 from azshogi.nn.inference import InferenceNet
+from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, InstantNetwork, LeafNetwork
 from azshogi.search.base import EvalStats
-from azshogi.shogi import features
+from azshogi.search.batch import LeafBatch
 
 
 def resolve_device(name: str) -> torch.device:
@@ -39,44 +41,55 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 class LocalEvaluator:
-    """Evaluates batches on the model object shared with the trainer, through its inference
-    form (see inference.py): the weights are always the model's current ones."""
+    """Evaluates leaf batches on the model object shared with the trainer, through its inference
+    form (see inference.py): the weights are always the model's current ones. The planes are
+    expanded and the legal moves' logits gathered on the device (leaf_network.py)."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
-                 **inference_options):
+                 max_batch: Optional[int] = None, instant: bool = False, **inference_options):
+        """instant: answer with leaf_network.InstantNetwork instead of the model (to measure
+        everything but the network)."""
         self.model, self.device, self.dtype = model, device, dtype
-        self.net = InferenceNet(model, device, dtype, **inference_options)
+        self.net = InferenceNet(model, device, dtype, max_batch=max_batch, **inference_options)
+        network = InstantNetwork(device, dtype) if instant else LeafNetwork(self.net, max_batch)
+        self.runner = DeviceRunner(network, device)
         self.stats = EvalStats()
         self.lock = threading.Lock()  # search threads take turns on the network
+        self._spare: Optional[HostBuffers] = None  # for batches allocated elsewhere
 
-    def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.device.type != "cuda":
-            return features.allocate(batch)
-        # Page-locked host memory: the copies to the GPU can be asynchronous.
-        return tuple(torch.zeros((batch, planes, 9, 9), dtype=torch.float32, pin_memory=True).numpy()
-                     for planes in (features.FEATURES1_PLANES, features.FEATURES2_PLANES))
+    @property
+    def wire(self) -> torch.dtype:
+        """The dtype the logits come off the device in."""
+        return self.runner.wire
 
-    def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def allocate(self, rows: int) -> LeafBatch:
+        buffers = self.runner.buffers(rows)
+        batch = LeafBatch(rows, buffers.packed, buffers.counts, buffers.labels)
+        batch.transport = buffers
+        return batch
+
+    def evaluate(self, batch: LeafBatch) -> tuple[np.ndarray, np.ndarray]:
         with self.lock:
-            return self._evaluate(features1, features2)
+            start = time.perf_counter()
+            k, n = batch.size, batch.num_labels
+            buffers = batch.transport if isinstance(batch.transport, HostBuffers) else self._copy_in(batch)
+            self.runner.wait(self.runner.launch(buffers, k, n))
+            logits = buffers.logits[:n].to(torch.float32, copy=True).numpy()
+            probability = buffers.values[:k].numpy().copy()
+            self.stats.add(k, time.perf_counter() - start)
+            return logits, probability
 
-    def _evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        start = time.perf_counter()
-        x1 = torch.from_numpy(features1).to(self.device, non_blocking=True)
-        x2 = torch.from_numpy(features2).to(self.device, non_blocking=True)
-        logits, value = self.net(x1, x2)
-        with torch.inference_mode():
-            probability = torch.sigmoid(value.float()).squeeze(1)
-            logits_np = logits.float().cpu().numpy()
-            probability_np = probability.cpu().numpy()
-        self.stats.calls += 1
-        self.stats.positions += len(features1)
-        self.stats.seconds += time.perf_counter() - start
-        return logits_np, probability_np
+    def _copy_in(self, batch: LeafBatch) -> HostBuffers:
+        if self._spare is None or len(self._spare.counts) < batch.size:
+            self._spare = self.runner.buffers(batch.size)
+        k, n, spare = batch.size, batch.num_labels, self._spare
+        spare.packed[:k], spare.counts[:k], spare.labels[:n] = batch.packed[:k], batch.counts[:k], batch.labels[:n]
+        return spare
 
 
-def make_evaluator(model: torch.nn.Module, device: torch.device, cfg, max_batch: int) -> LocalEvaluator:
+def make_evaluator(model: torch.nn.Module, device: torch.device, cfg, max_batch: int,
+                   instant: bool = False) -> LocalEvaluator:
     """The in-process evaluator for an InferenceConfig `cfg`."""
     return LocalEvaluator(model, device, resolve_dtype(cfg.dtype.value, device), channels_last=cfg.channels_last,
                           fold_batchnorm=cfg.fold_batchnorm, compile=cfg.compile, max_batch=max_batch,
-                          compile_cache=cfg.compile_cache)
+                          compile_cache=cfg.compile_cache, instant=instant)

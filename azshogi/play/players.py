@@ -23,7 +23,6 @@ import cshogi
 import numpy as np
 
 from azshogi.play.usi_client import UsiClient, win_rate_of_info
-from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, mate_move
 
 
@@ -140,15 +139,15 @@ class PolicyPlayer(Player):
         out: list[Optional[Choice]] = [self._declaration(t) for t in turns]
         rows = [i for i, c in enumerate(out) if c is None]
         if rows:
-            f1, f2 = self.evaluator.allocate(len(rows))
-            legal = []
+            batch = self.evaluator.allocate(len(rows))
+            for i in rows:
+                batch.add(turns[i].board, list(turns[i].board.legal_moves))
+            batch.seal()
+            logits, win = self.evaluator.evaluate(batch)
+            offsets = batch.offsets()
             for r, i in enumerate(rows):
-                features.write(turns[i].board, f1, f2, r)
-                legal.append(features.legal_moves_and_labels(turns[i].board))
-            logits, win = self.evaluator.evaluate(f1, f2)
-            for r, i in enumerate(rows):
-                moves, labels = legal[r]
-                scores = logits[r, labels].astype(np.float64)
+                moves = batch.moves[offsets[r]:offsets[r + 1]]
+                scores = logits[offsets[r]:offsets[r + 1]].astype(np.float64)
                 if self.temperature > 0:
                     p = np.exp((scores - scores.max()) / self.temperature)
                     k = int(self.rng.choice(len(moves), p=p / p.sum()))

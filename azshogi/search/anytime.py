@@ -21,7 +21,7 @@ import numpy as np
 from azshogi.search.base import Evaluator
 from azshogi.search.formulas import first_play_urgency, puct_scores, root_value
 from azshogi.search.simulator import Simulator
-from azshogi.search.tree import Tree, masked_softmax
+from azshogi.search.tree import EDGE_ARRAYS, NODE_ARRAYS, Tree, masked_softmax
 from azshogi.shogi.rules import Rules
 
 # A slow rate of cshogi's df-pn (measured: 100k nodes took up to 0.5 s in random middle games).
@@ -47,12 +47,10 @@ def reroot(tree: Tree, actor: int, node: int) -> None:
     renumber = np.full(int(tree.num_nodes[actor]), -1, np.int64)
     renumber[keep] = np.arange(keep.size)
     count = keep.size
-    for name in ("node_value", "node_terminal", "num_edges"):
-        array = getattr(tree, name)
-        array[actor, :count] = array[actor, keep]
-    for name in ("edge_move", "edge_label", "edge_logit", "edge_visits", "edge_value_sum"):
-        array = getattr(tree, name)
-        array[actor, :count] = array[actor, keep]
+    for name in NODE_ARRAYS + EDGE_ARRAYS:
+        if name != "edge_child":
+            array = getattr(tree, name)
+            array[actor, :count] = array[actor, keep]
     child = tree.edge_child[actor, keep]
     tree.edge_child[actor, :count] = np.where(child >= 0, renumber[np.maximum(child, 0)], -1)
     tree.num_nodes[actor] = count

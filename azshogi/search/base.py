@@ -1,9 +1,10 @@
 """The one interface between search and the network: `Evaluator`.
 
-Search code calls `evaluate(features1, features2) -> (policy_logits, win_probability)` on numpy
-batches and never knows whether the model sits in this process (nn.evaluator.LocalEvaluator) or
-behind an inference server (selfplay.server.ClientEvaluator). Every evaluator counts its calls,
-positions and seconds for `perf/` figures. This module imports no torch.
+Search code fills a `LeafBatch` (search/batch.py: packed planes and the labels of each leaf's
+legal moves) and calls `evaluate(batch) -> (legal-move logits, win probability)`; it never knows
+whether the model sits in this process (nn.evaluator.LocalEvaluator) or behind an inference
+server (selfplay.server.ClientEvaluator). Every evaluator counts its calls, positions and seconds
+for `perf/` figures. This module imports no torch.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from azshogi.search.batch import LeafBatch
 
 
 @dataclass
@@ -22,15 +25,21 @@ class EvalStats:
     def reset(self) -> None:
         self.calls, self.positions, self.seconds = 0, 0, 0.0
 
+    def add(self, positions: int, seconds: float) -> None:
+        self.calls += 1
+        self.positions += positions
+        self.seconds += seconds
+
 
 class Evaluator(Protocol):
     stats: EvalStats
 
-    def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """features1 (B, 62, 9, 9), features2 (B, 57, 9, 9) float32 ->
-        policy logits (B, 2187) float32, side to move's win probability (B,) float32."""
+    def evaluate(self, batch: LeafBatch) -> tuple[np.ndarray, np.ndarray]:
+        """A sealed batch of B leaves with L legal moves in all -> the policy logits of those
+        moves, (L,) float32 in the batch's label order, and each leaf's side-to-move win
+        probability, (B,) float32."""
         ...
 
-    def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        """Feature buffers the search fills in place (shared memory for a server)."""
+    def allocate(self, rows: int) -> LeafBatch:
+        """A batch the search fills in place, its arrays where this evaluator reads them."""
         ...

@@ -78,22 +78,45 @@ def sigma(cq: np.ndarray, visits: np.ndarray, valid: np.ndarray, c_visit: float,
     return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
 
 
-def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
-               in_play: np.ndarray, has_unconsidered: np.ndarray, c_visit: float, c_scale: float,
-               rescale: bool) -> np.ndarray:
-    """sigma(completed Q) on the root's considered columns only (R, m), equal to `sigma` of the
-    full row there: unvisited actions all take v_mix, which joins the min-max range whenever any
-    legal action (considered or not) is unvisited."""
+def subset_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
+                 in_play: np.ndarray, has_rest: np.ndarray, c_visit: float, c_scale: float,
+                 rescale: bool) -> tuple[np.ndarray, np.ndarray]:
+    """sigma(completed Q) on a subset of a node's columns (R, m) that holds every visited one
+    (the root's considered actions, or a node's selection candidates), equal to `sigma` of the
+    full row there; and (R,) the sigma of the actions outside the subset (all unvisited: they
+    take v_mix). in_play: (R, m) real columns of the subset; has_rest: (R,) some legal action
+    lies outside it. Unvisited actions join the min-max range through v_mix."""
     visits = np.where(in_play, visits, 0.0)
     visited = visits > 0
     cq, v_mix = mixed_q(prior, visits, value_sum, node_value)
     if rescale:
-        any_unvisited = has_unconsidered | (in_play & ~visited).any(axis=1)
+        any_unvisited = has_rest | (in_play & ~visited).any(axis=1)
         low = np.where(in_play, cq, np.inf).min(axis=1)
         high = np.where(in_play, cq, -np.inf).max(axis=1)
-        low = np.where(any_unvisited, np.minimum(low, v_mix), low)[:, None]
-        high = np.where(any_unvisited, np.maximum(high, v_mix), high)[:, None]
-        scaled = (cq - low) / np.maximum(high - low, 1e-8)
+        low = np.where(any_unvisited, np.minimum(low, v_mix), low)
+        high = np.where(any_unvisited, np.maximum(high, v_mix), high)
+        span = np.maximum(high - low, 1e-8)
+        scaled, rest = (cq - low[:, None]) / span[:, None], (v_mix - low) / span
     else:
-        scaled = (cq + 1.0) * 0.5
-    return (c_visit + visits.max(axis=1, keepdims=True)) * c_scale * scaled
+        scaled, rest = (cq + 1.0) * 0.5, (v_mix + 1.0) * 0.5
+    factor = (c_visit + visits.max(axis=1)) * c_scale
+    return factor[:, None] * scaled, factor * rest
+
+
+def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
+               in_play: np.ndarray, has_unconsidered: np.ndarray, c_visit: float, c_scale: float,
+               rescale: bool) -> np.ndarray:
+    """sigma(completed Q) on the root's considered columns only (R, m): `subset_sigma`."""
+    return subset_sigma(prior, visits, value_sum, node_value, in_play, has_unconsidered, c_visit, c_scale,
+                        rescale)[0]
+
+
+def subset_improved_policy(prior: np.ndarray, sig: np.ndarray, in_play: np.ndarray,
+                           rest_sigma: np.ndarray) -> np.ndarray:
+    """softmax(logits + sigma) over all legal actions, on a subset of columns (R, m): prior (the
+    softmax of the logits) and sigma there; the actions outside the subset hold the remaining
+    prior mass and share sigma `rest_sigma` (R,)."""
+    shift = np.maximum(np.where(in_play, sig, -np.inf).max(axis=1), rest_sigma)[:, None]
+    weight = np.where(in_play, prior * np.exp(sig - shift), 0.0)
+    rest = np.maximum(1.0 - np.where(in_play, prior, 0.0).sum(axis=1), 0.0) * np.exp(rest_sigma - shift[:, 0])
+    return weight / (weight.sum(axis=1) + rest)[:, None]

@@ -16,7 +16,7 @@ import cshogi
 import numpy as np
 
 from azshogi.search.base import Evaluator
-from azshogi.search.formulas import completed_q, root_sigma, sigma
+from azshogi.search.formulas import completed_q, root_sigma, sigma, subset_improved_policy, subset_sigma
 from azshogi.search.result import SearchResult, make_result
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, edge_sum, masked_softmax
@@ -57,15 +57,32 @@ class GumbelSearch:
     def tree(self) -> Tree:
         return self.simulator.tree
 
-    def _scores(self, actors, nodes):
-        """(logits, sigma(completed Q), visits, valid) of rows: the improved policy's logits
-        are logits + sigma."""
-        tree = self.tree
-        logits = tree.edge_logit[actors, nodes]
-        visits = tree.edge_visits[actors, nodes]
-        valid = tree.valid(actors, nodes)
-        cq = completed_q(logits, visits, tree.edge_value_sum[actors, nodes], tree.node_value[actors, nodes])
+    def _root_scores(self, actors, width):
+        """(logits, sigma(completed Q), visits, valid) of the roots' first `width` columns: the
+        improved policy's logits are logits + sigma."""
+        tree, roots = self.tree, np.zeros(len(actors), np.int64)
+        logits = tree.edge_logit[actors, roots, :width]
+        visits = tree.edge_visits[actors, roots, :width]
+        valid = tree.valid(actors, roots, width)
+        cq = completed_q(logits, visits, tree.edge_value_sum[actors, roots, :width], tree.node_value[actors, roots])
         return logits, sigma(cq, visits, valid, self.c_visit, self.c_scale, self.rescale_values), visits, valid
+
+    def select_below_root(self, actors: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """The deterministic non-root choice, argmax of improved policy - N(a) / (1 + N), read on
+        each node's selection candidates only (tree.py): the unvisited actions all score alike
+        but for their prior, so the best of them is the best-ranked one not yet chosen."""
+        tree = self.tree
+        columns, ok = tree.candidates(actors, nodes)
+        logits = tree.gather("edge_logit", actors, nodes, columns)
+        visits = np.where(ok, tree.gather("edge_visits", actors, nodes, columns), 0.0)
+        value_sum = np.where(ok, tree.gather("edge_value_sum", actors, nodes, columns), 0.0)
+        prior = np.where(ok, np.exp(logits - tree.node_logsumexp[actors, nodes][:, None]), 0.0)
+        has_rest = tree.num_edges[actors, nodes] > ok.sum(axis=1)
+        sig, rest_sig = subset_sigma(prior, visits, value_sum, tree.node_value[actors, nodes], ok, has_rest,
+                                     self.c_visit, self.c_scale, self.rescale_values)
+        policy = subset_improved_policy(prior, sig, ok, rest_sig)
+        score = policy - visits / (1.0 + visits.sum(axis=1, keepdims=True))
+        return columns[np.arange(len(actors)), np.where(ok, score, -np.inf).argmax(axis=1)]
 
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
             sample: Optional[np.ndarray] = None) -> SearchResult:
@@ -84,9 +101,9 @@ class GumbelSearch:
         tree = self.tree
         actors = np.arange(num)
         roots = np.zeros(num, np.int64)
-        width = tree.width
-        root_logits = tree.edge_logit[actors, roots]
         num_legal = tree.num_edges[actors, roots]
+        width = int(num_legal.max())  # the roots' own width (not the arrays')
+        root_logits = tree.edge_logit[actors, roots, :width]
         gumbel = np.zeros((num, width), np.float32)
         for a in range(num):
             gumbel[a, :num_legal[a]] = rngs[a].gumbel(size=int(num_legal[a]))
@@ -112,8 +129,9 @@ class GumbelSearch:
 
         def select_root(act: np.ndarray) -> np.ndarray:
             cols = columns[act]
-            visits = np.take_along_axis(tree.edge_visits[act, 0], cols, axis=1)
-            value_sum = np.take_along_axis(tree.edge_value_sum[act, 0], cols, axis=1)
+            root = np.zeros(len(act), np.int64)
+            visits = tree.gather("edge_visits", act, root, cols)
+            value_sum = tree.gather("edge_value_sum", act, root, cols)
             sig = root_sigma(prior_c[act], visits, value_sum, root_value[act], in_play[act], has_unconsidered[act],
                              self.c_visit, self.c_scale, self.rescale_values)
             target = table[act, step][:, None]
@@ -125,18 +143,12 @@ class GumbelSearch:
             return cols[np.arange(len(act)), choice.argmax(axis=1)]
 
         def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
-            if depth == 0:
-                return select_root(act)
-            logits, sig, visits, ok = self._scores(act, nodes)
-            policy = masked_softmax(logits + sig)
-            score = policy - visits / (1.0 + visits.sum(axis=1, keepdims=True))
-            return np.where(ok, score, -np.inf).argmax(axis=1)
+            return select_root(act) if depth == 0 else self.select_below_root(act, nodes)
 
         for step in range(self.num_simulations):
             sim.simulate(boards, plies, select)
 
-        logits, sig, visits, _ = self._scores(actors, roots)
-        logits, sig, visits = logits[:, :width], sig[:, :width], visits[:, :width]
+        logits, sig, visits, _ = self._root_scores(actors, width)
         policy = masked_softmax(logits + sig)
         most = np.where(considered, visits, -1.0).max(axis=1, keepdims=True)
         final = np.where(considered & (visits == most), base + sig, -np.inf)

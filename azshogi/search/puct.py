@@ -50,6 +50,18 @@ class PuctSearch:
                 prior[a, :n] = (1 - w) * prior[a, :n] + w * rngs[a].dirichlet(np.full(n, self.dirichlet_alpha))
         return prior
 
+    def select_below_root(self, actors: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """argmax Q + U on each node's selection candidates (tree.py): unvisited edges all have
+        Q = 0 and differ only by their prior, so the best of them is the best-ranked unchosen."""
+        tree = self.tree
+        columns, ok = tree.candidates(actors, nodes)
+        prior = np.where(ok, np.exp(tree.gather("edge_logit", actors, nodes, columns)
+                                    - tree.node_logsumexp[actors, nodes][:, None]), 0.0)
+        visits = np.where(ok, tree.gather("edge_visits", actors, nodes, columns), 0.0)
+        value_sum = np.where(ok, tree.gather("edge_value_sum", actors, nodes, columns), 0.0)
+        scores = puct_scores(prior, visits, value_sum, ok, self.c_base, self.c_init, 0.0)
+        return columns[np.arange(len(actors)), scores.argmax(axis=1)]
+
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
             sample: Optional[np.ndarray] = None, noise: bool = True) -> SearchResult:
         """Searches every board; rngs: one generator per actor (noise and sampling).
@@ -60,19 +72,25 @@ class PuctSearch:
         num = len(boards)
         sim, tree = self.simulator, self.tree
         sim.expand_roots(boards)
-        width = tree.width
+        width = int(tree.num_edges[np.arange(num), 0].max())  # the roots' own width
         prior_at_root = self.root_prior(num, width, rngs, noise)
+        # The root's candidates, as below it but ranked by the noisy prior.
+        root_order = np.argsort(-prior_at_root, axis=1, kind="stable")
+        root_edges = tree.num_edges[np.arange(num), 0]
+
+        def select_root(act: np.ndarray) -> np.ndarray:
+            k = min(int(tree.node_children[act, 0].max()) + 1, width)
+            columns = root_order[act, :k]
+            ok = np.arange(k)[None, :] <= np.minimum(tree.node_children[act, 0], root_edges[act] - 1)[:, None]
+            root = np.zeros(len(act), np.int64)
+            prior = np.take_along_axis(prior_at_root[act], columns, axis=1)
+            visits = np.where(ok, tree.gather("edge_visits", act, root, columns), 0.0)
+            value_sum = np.where(ok, tree.gather("edge_value_sum", act, root, columns), 0.0)
+            scores = puct_scores(prior, visits, value_sum, ok, self.c_base, self.c_init, 0.0)
+            return columns[np.arange(len(act)), scores.argmax(axis=1)]
 
         def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
-            visits = tree.edge_visits[act, nodes]
-            value_sum = tree.edge_value_sum[act, nodes]
-            valid = tree.valid(act, nodes)
-            if depth == 0:
-                prior = np.zeros_like(visits)
-                prior[:, :width] = prior_at_root[act]
-            else:
-                prior = masked_softmax(tree.edge_logit[act, nodes])
-            return puct_scores(prior, visits, value_sum, valid, self.c_base, self.c_init, 0.0).argmax(axis=1)
+            return select_root(act) if depth == 0 else self.select_below_root(act, nodes)
 
         done = 0
         while done < self.num_simulations:

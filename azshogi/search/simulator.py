@@ -19,7 +19,6 @@ import numpy as np
 
 from azshogi.search.base import Evaluator
 from azshogi.search.tree import Tree
-from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, outcome
 
 # The look-back for repetitions inside the tree (dlshogi uses 16 plies too): enough for
@@ -38,14 +37,28 @@ class Simulator:
         self.evaluator, self.rules = evaluator, rules
         self.leaf_mate_plies = 1 if leaf_mate_search else 0
         self.tree = Tree(num_actors, max_nodes)
-        self.features1, self.features2 = evaluator.allocate(num_actors * leaves_per_step)
+        self.batch = evaluator.allocate(num_actors * leaves_per_step)
         self.seconds = 0.0  # wall time inside this simulator, inference included
         self.leaf_seconds = 0.0  # of which: rules, legal moves and features at the leaves
         self.collisions = 0
 
     def _ensure_rows(self, rows: int) -> None:
-        if rows > len(self.features1):
-            self.features1, self.features2 = self.evaluator.allocate(rows)
+        if rows > self.batch.capacity:
+            self.batch = self.evaluator.allocate(rows)
+        self.batch.clear()
+
+    def _evaluate_and_expand(self, actors: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Evaluates the batch's leaves (rows in order of `actors`, `nodes`), expands them;
+        returns their values (node's side to move)."""
+        batch = self.batch
+        start = time.perf_counter()
+        batch.seal()
+        self.leaf_seconds += time.perf_counter() - start
+        logits, probability = self.evaluator.evaluate(batch)
+        values = (2.0 * probability - 1.0).astype(np.float32)
+        self.tree.expand(actors, nodes, batch.row_counts, batch.moves, batch.labels[:batch.num_labels], logits,
+                         values)
+        return values
 
     def expand_roots(self, boards: Sequence[cshogi.Board], actors: Optional[np.ndarray] = None) -> None:
         """Empties the trees of `actors` (default: all) and evaluates their roots in one pass."""
@@ -55,18 +68,13 @@ class Simulator:
         tree.num_nodes[actors] = 0
         nodes = np.array([tree.add_node(a) for a in actors.tolist()], np.int64)
         self._ensure_rows(len(actors))
-        moves = []
-        for row, a in enumerate(actors.tolist()):
-            m = list(boards[a].legal_moves)
-            if not m:
+        for a in actors.tolist():
+            moves = list(boards[a].legal_moves)
+            if not moves:
                 raise ValueError(f"actor {a}: the root position has no legal move: {boards[a].sfen()}")
-            features.write(boards[a], self.features1, self.features2, row)
-            moves.append(m)
-        turns = np.array([boards[a].turn for a in actors.tolist()], np.int64)
+            self.batch.add(boards[a], moves)
         self.leaf_seconds += time.perf_counter() - start
-        k = len(actors)
-        logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
-        tree.expand(actors, nodes, moves, turns, logits, 2.0 * probability - 1.0)
+        self._evaluate_and_expand(actors, nodes)
         self.seconds += time.perf_counter() - start
 
     def simulate(self, boards: Sequence[cshogi.Board], plies: np.ndarray, select: SelectFn,
@@ -83,21 +91,16 @@ class Simulator:
         roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
         self._ensure_rows(len(actors) * leaves)
         paths = []  # per descent: actors, nodes (n, D), edges (n, D), length, kind, value, row
-        pending_actors, pending_nodes, pending_rows, moves, turns = [], [], [], [], []
+        pending_actors, pending_nodes = [], []
         use_virtual_loss = leaves > 1 and virtual_loss > 0
         for _ in range(leaves):
-            path = self._descend(boards, plies, select, actors, roots[actors], pending_actors, pending_nodes,
-                                 pending_rows, moves, turns)
+            path = self._descend(boards, plies, select, actors, roots[actors], pending_actors, pending_nodes)
             paths.append(path)
             if use_virtual_loss:
                 self._add(path, visits=virtual_loss, value=-virtual_loss, alternate=False)
-        values = np.zeros(len(pending_rows), np.float32)
-        if pending_rows:
-            k = len(pending_rows)
-            logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
-            values = (2.0 * probability - 1.0).astype(np.float32)
-            tree.expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64), moves,
-                        np.array(turns, np.int64), logits, values)
+        values = np.zeros(0, np.float32)
+        if pending_actors:
+            values = self._evaluate_and_expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64))
         for path in paths:
             if use_virtual_loss:
                 self._add(path, visits=-virtual_loss, value=virtual_loss, alternate=False)
@@ -107,8 +110,7 @@ class Simulator:
             self._add(path, visits=1.0, value=value, alternate=True)
         self.seconds += time.perf_counter() - start
 
-    def _descend(self, boards, plies, select, actors, starts, pending_actors, pending_nodes, pending_rows,
-                 moves, turns) -> dict:
+    def _descend(self, boards, plies, select, actors, starts, pending_actors, pending_nodes) -> dict:
         """Walks every actor from its start node to a leaf, prepares the leaf, walks back."""
         tree, num = self.tree, len(actors)
         depth_cap = 8
@@ -137,10 +139,11 @@ class Simulator:
             depth += 1
             length[active] = depth
             is_new = child < 0
-            for i, parent, e in zip(active[is_new].tolist(), current[is_new].tolist(), edges[is_new].tolist()):
-                a = int(actors[i])
+            for i, a, parent, e in zip(active[is_new].tolist(), who[is_new].tolist(), current[is_new].tolist(),
+                                       edges[is_new].tolist()):
                 index = tree.add_node(a)
                 tree.edge_child[a, parent, e] = index
+                tree.node_children[a, parent] += 1
                 kind[i] = _NEW
                 node[i] = index
             known = np.flatnonzero(~is_new)
@@ -154,8 +157,7 @@ class Simulator:
             node[active[going_on]] = child[going_on]
             active = active[going_on]
 
-        self._prepare_leaves(boards, plies, actors, node, length, kind, value, row, pending_actors,
-                             pending_nodes, pending_rows, moves, turns)
+        self._prepare_leaves(boards, plies, actors, node, length, kind, value, row, pending_actors, pending_nodes)
         for a, n in zip(actors.tolist(), length.tolist()):
             board = boards[a]
             for _ in range(n):
@@ -165,30 +167,26 @@ class Simulator:
                 "value": value, "row": row}
 
     def _prepare_leaves(self, boards, plies, actors, node, length, kind, value, row, pending_actors,
-                        pending_nodes, pending_rows, moves, turns) -> None:
+                        pending_nodes) -> None:
         """At each new leaf (boards still pushed down): a game end gives the value at once;
-        otherwise its features go into the next free batch row."""
+        otherwise the leaf joins the batch (its features and legal moves)."""
         start = time.perf_counter()
-        tree, rules = self.tree, self.rules
+        tree, rules, batch = self.tree, self.rules, self.batch
+        mate_plies = self.leaf_mate_plies
         for i in np.flatnonzero(kind == _NEW).tolist():
             a, n = int(actors[i]), int(node[i])
             board = boards[a]
             legal = list(board.legal_moves)
             end = outcome(board, int(plies[a]) + int(length[i]), rules, repetition_plies=TREE_REPETITION_PLIES,
-                          mate_plies=self.leaf_mate_plies, has_legal_move=bool(legal))
+                          mate_plies=mate_plies, has_legal_move=bool(legal))
             if end is not None:
                 tree.set_terminal(a, n, end.value)
                 kind[i] = _KNOWN
                 value[i] = end.value
                 continue
-            r = len(pending_rows)
-            features.write(board, self.features1, self.features2, r)
-            row[i] = r
+            row[i] = batch.add(board, legal)
             pending_actors.append(a)
             pending_nodes.append(n)
-            pending_rows.append(r)
-            moves.append(legal)
-            turns.append(board.turn)
         self.leaf_seconds += time.perf_counter() - start
 
     def _add(self, path: dict, visits, value, alternate: bool) -> None:

@@ -2,38 +2,46 @@
 
 Actor `a`'s tree uses node rows `[a, 0:num_nodes[a]]`; node 0 is its root. A node's outgoing
 edges are its legal moves, stored in columns `0:num_edges[a, n]` of the edge arrays; the other
-columns are padding (logit -inf). Values are in [-1, 1]: `node_value` from the node's side to
-move, `edge_value_sum` from the side choosing the edge (the parent's side to move).
+columns are padding (logit -inf, child -1, no visits). Values are in [-1, 1]: `node_value` from
+the node's side to move, `edge_value_sum` from the side choosing the edge (the parent's side to
+move).
+
+Work per move does not depend on the arrays' width (the widest node any actor ever had):
+expansion writes only the columns of real edges (and clears those a row's previous occupant
+left), and a selection reads only a node's *candidates* (`candidates`). `edge_order` ranks a
+node's edges by prior (logit, then column); when every selection at a node picks among its
+candidates — the edges already chosen plus the best-ranked one not yet chosen — the chosen edges
+are always a prefix of that ranking, of length `node_children`. That is the case for PUCT and
+for Gumbel's non-root rule: every unvisited edge scores alike but for its prior. `work` counts
+the edge cells expansions and candidate reads touched (a deterministic measure of cost).
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from azshogi.shogi import features
-
-_EDGE_ARRAYS = ("edge_move", "edge_label", "edge_logit", "edge_child", "edge_visits", "edge_value_sum")
+_EDGE_FILL = {"edge_move": 0, "edge_label": 0, "edge_logit": -np.inf, "edge_child": -1, "edge_visits": 0.0,
+              "edge_value_sum": 0.0, "edge_order": 0}
+_EDGE_DTYPES = {"edge_move": np.int32, "edge_label": np.int32, "edge_logit": np.float32, "edge_child": np.int32,
+                "edge_visits": np.float32, "edge_value_sum": np.float32, "edge_order": np.int16}
+_NODE_DTYPES = {"node_value": np.float32, "node_terminal": np.bool_, "num_edges": np.int32,
+                "node_logsumexp": np.float32, "node_children": np.int32, "written": np.int32}
+EDGE_ARRAYS = tuple(_EDGE_FILL)
+NODE_ARRAYS = tuple(_NODE_DTYPES)  # `written`: columns a row may hold besides padding
 
 
 class Tree:
     def __init__(self, num_actors: int, max_nodes: int, width: int = 128):
         self.num_actors, self.max_nodes, self.width = num_actors, max_nodes, width
         self.num_nodes = np.zeros(num_actors, np.int64)
-        self.node_value = np.zeros((num_actors, max_nodes), np.float32)
-        self.node_terminal = np.zeros((num_actors, max_nodes), np.bool_)
-        self.num_edges = np.zeros((num_actors, max_nodes), np.int32)
-        shape = (num_actors, max_nodes, width)
-        self.edge_move = np.zeros(shape, np.int32)
-        self.edge_label = np.zeros(shape, np.int32)
-        self.edge_logit = np.full(shape, -np.inf, np.float32)
-        self.edge_child = np.full(shape, -1, np.int32)
-        self.edge_visits = np.zeros(shape, np.float32)
-        self.edge_value_sum = np.zeros(shape, np.float32)
+        for name, dtype in _NODE_DTYPES.items():
+            setattr(self, name, np.zeros((num_actors, max_nodes), dtype))
+        for name, fill in _EDGE_FILL.items():
+            setattr(self, name, np.full((num_actors, max_nodes, width), fill, _EDGE_DTYPES[name]))
+        self.work = 0
 
     def clear(self) -> None:
-        """Empties every tree. Rows are rewritten whole when a node is expanded, so no array
-        needs zeroing here."""
+        """Empties every tree. A row is rewritten when its node is expanded, so no array needs
+        zeroing here."""
         self.num_nodes[:] = 0
 
     def reserve(self, max_nodes: int, width: int) -> None:
@@ -41,16 +49,13 @@ class Tree:
         if max_nodes <= self.max_nodes and width <= self.width:
             return
         new_nodes, new_width = max(max_nodes, self.max_nodes), max(width, self.width)
-        fills = {"edge_logit": -np.inf, "edge_child": -1}
-        for name in _EDGE_ARRAYS:
-            old = getattr(self, name)
-            new = np.full((self.num_actors, new_nodes, new_width), fills.get(name, 0), old.dtype)
-            new[:, :self.max_nodes, :self.width] = old
+        for name, fill in _EDGE_FILL.items():
+            new = np.full((self.num_actors, new_nodes, new_width), fill, _EDGE_DTYPES[name])
+            new[:, :self.max_nodes, :self.width] = getattr(self, name)
             setattr(self, name, new)
-        for name in ("node_value", "node_terminal", "num_edges"):
-            old = getattr(self, name)
-            new = np.zeros((self.num_actors, new_nodes), old.dtype)
-            new[:, :self.max_nodes] = old
+        for name, dtype in _NODE_DTYPES.items():
+            new = np.zeros((self.num_actors, new_nodes), dtype)
+            new[:, :self.max_nodes] = getattr(self, name)
             setattr(self, name, new)
         self.max_nodes, self.width = new_nodes, new_width
 
@@ -62,6 +67,7 @@ class Tree:
         # A fresh node is neither terminal nor expanded (0 edges = waiting for its evaluation).
         self.node_terminal[actor, index] = False
         self.num_edges[actor, index] = 0
+        self.node_children[actor, index] = 0
         return index
 
     def set_terminal(self, actor: int, node: int, value: float) -> None:
@@ -69,40 +75,76 @@ class Tree:
         self.node_value[actor, node] = value
         self.num_edges[actor, node] = 0
 
-    def expand(self, actors: np.ndarray, nodes: np.ndarray, moves: list, turns: np.ndarray,
-               logits: np.ndarray, values: np.ndarray) -> None:
+    def expand(self, actors: np.ndarray, nodes: np.ndarray, counts: np.ndarray, moves: np.ndarray,
+               labels: np.ndarray, logits: np.ndarray, values: np.ndarray) -> None:
         """Writes the edges of freshly evaluated nodes, all rows at once.
 
-        actors, nodes: (R,) rows to expand; moves: R lists of legal cshogi moves; turns: (R,)
-        side to move; logits: (R, 2187) policy logits; values: (R,) in [-1, 1] (node's side).
-        """
-        counts = np.fromiter((len(m) for m in moves), np.int64, len(moves))
-        needed = int(counts.max(initial=0))
+        actors, nodes, counts: (R,) rows to expand and their numbers of legal moves; moves,
+        labels, logits: (L,) flat, row after row (L = counts.sum()); values: (R,) in [-1, 1]
+        (the node's side)."""
+        counts = np.asarray(counts, np.int64)
+        rows = len(counts)
+        if not rows:
+            return
+        needed = int(counts.max())
         if needed > self.width:
             self.reserve(self.max_nodes, -(-needed // 32) * 32)
-        width, rows = self.width, len(moves)
-        flat_moves = np.fromiter(itertools.chain.from_iterable(moves), np.int64, int(counts.sum()))
+        self._clear_columns(actors, nodes, counts)
         row = np.repeat(np.arange(rows), counts)
-        column = np.arange(len(flat_moves)) - np.repeat(np.cumsum(counts) - counts, counts)
-        label_rows = np.zeros((rows, width), np.int64)
-        label_rows[row, column] = features.labels_of(flat_moves, np.repeat(turns, counts))
-        move_rows = np.zeros((rows, width), np.int32)
-        move_rows[row, column] = flat_moves
-        valid = np.arange(width)[None, :] < counts[:, None]
-        gathered = np.take_along_axis(logits, label_rows, axis=1)
-        self.edge_move[actors, nodes] = move_rows
-        self.edge_label[actors, nodes] = label_rows
-        self.edge_logit[actors, nodes] = np.where(valid, gathered, -np.inf)
-        self.edge_child[actors, nodes] = -1
-        self.edge_visits[actors, nodes] = 0.0
-        self.edge_value_sum[actors, nodes] = 0.0
+        starts = np.cumsum(counts) - counts
+        column = np.arange(len(row)) - starts[row]
+        index = (actors[row], nodes[row], column)
+        self.edge_move[index] = moves
+        self.edge_label[index] = labels
+        self.edge_logit[index] = logits
+        self.edge_child[index] = -1
+        self.edge_visits[index] = 0.0
+        self.edge_value_sum[index] = 0.0
+        # Rank by logit, then column: one sort of (row, -logit, column) keys.
+        bits = logits.astype(np.float32).view(np.uint32).astype(np.int64)
+        ordered = np.where(bits >= 1 << 31, bits ^ 0xFFFFFFFF, bits | 1 << 31)  # increasing with the logit
+        keys = np.sort((row << 42) | ((0xFFFFFFFF - ordered) << 10) | column)
+        self.edge_order[index] = keys & 1023
+        top = np.maximum.reduceat(logits, starts)
+        self.node_logsumexp[actors, nodes] = top + np.log(np.add.reduceat(np.exp(logits - top[row]), starts))
         self.num_edges[actors, nodes] = counts
         self.node_value[actors, nodes] = values
         self.node_terminal[actors, nodes] = False
+        self.node_children[actors, nodes] = 0
+        self.work += len(row)
 
-    def valid(self, actors: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """(R, width) mask of real edges."""
-        return np.arange(self.width)[None, :] < self.num_edges[actors, nodes][:, None]
+    def _clear_columns(self, actors, nodes, counts) -> None:
+        """Resets to padding the columns past `counts` that an earlier node in the same rows
+        wrote (rows are reused from move to move)."""
+        stale = np.maximum(self.written[actors, nodes] - counts, 0)
+        self.written[actors, nodes] = counts
+        total = int(stale.sum())
+        if not total:
+            return
+        row = np.repeat(np.arange(len(stale)), stale)
+        column = counts[row] + np.arange(total) - (np.cumsum(stale) - stale)[row]
+        index = (actors[row], nodes[row], column)
+        for name, fill in _EDGE_FILL.items():
+            getattr(self, name)[index] = fill
+        self.work += total
+
+    def candidates(self, actors: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(R, K) the columns a selection at these nodes may choose — each node's chosen edges
+        and its best-ranked unchosen one, in rank order — and (R, K) which are real edges."""
+        num = self.num_edges[actors, nodes]
+        k = max(1, min(int(self.node_children[actors, nodes].max(initial=0)) + 1, int(num.max(initial=0))))
+        children = self.node_children[actors, nodes]
+        valid = np.arange(k)[None, :] <= np.minimum(children, num - 1)[:, None]
+        self.work += len(actors) * k
+        return self.edge_order[actors, nodes, :k].astype(np.int64), valid
+
+    def gather(self, name: str, actors: np.ndarray, nodes: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """(R, K) values of edge array `name` at `columns` (R, K) of the rows."""
+        return getattr(self, name)[actors[:, None], nodes[:, None], columns]
+
+    def valid(self, actors: np.ndarray, nodes: np.ndarray, width: int | None = None) -> np.ndarray:
+        """(R, width) mask of real edges (default: the arrays' whole width)."""
+        return np.arange(self.width if width is None else width)[None, :] < self.num_edges[actors, nodes][:, None]
 
 
 # numpy sums a row pairwise, grouping its terms by the row's length, so the padding zeros of a

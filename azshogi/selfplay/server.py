@@ -1,28 +1,30 @@
 """The inference server: one model in the main process, evaluating for searches in other processes.
 
-One block of shared memory holds a region of rows for each client (a self-play worker), one
-after the other. A client's search writes its leaf features straight into its region
-(`ClientEvaluator.allocate` returns numpy views onto it), then sends a few bytes down its pipe:
-("eval", rows). The server gathers such requests from all clients into one batch, runs one
-forward pass on the shared model (through a LocalEvaluator, so the weights are always the
-trained ones), writes policy logits and win probabilities back into each client's region and
-answers ("done",) on its pipe. No array is ever pickled; only the row count and the answer
-travel through the pipes. When the requests of a batch lie back to back in the block (clients
-i, i+1, ... each sending a full region, the usual case), the forward pass reads the block
-itself; otherwise the rows are first copied together.
-
-A batch is run as soon as it holds `max_batch` rows, or every client that may still ask is
-waiting for an answer (nobody else can add to it), or its first request has waited `wait_s`.
+One block of shared memory holds a region for each client (a self-play worker). A client's
+search fills a LeafBatch (search/batch.py) straight in its region — each leaf's planes packed to
+636 bytes, its number of legal moves and their labels (2 bytes each) — then sends 9 bytes down
+its pipe: b"E", leaves, labels. The server gathers such requests from all clients into one batch
+(in staging buffers, pinned on CUDA), where the device expands the planes, runs one forward pass
+on the shared model (through a LocalEvaluator's network, so the weights are always the trained
+ones) and gathers the legal moves' logits; only those (in the network's 16-bit dtype under bf16
+or fp16 autocast) and the win probabilities come back into each client's region, and the client
+is answered b"D". No array is ever pickled; only control messages (workers.py) are pickled
+tuples. Per position that is about 640 + 2 x legal moves bytes in and 4 + 2 x legal moves out,
+against 38,556 and 8,752 bytes for dense float32 planes and a full row of logits.
 
 The block is created and unlinked by the server (the main process); clients only attach. Its
 name starts with SHM_PREFIX, so a leak would be visible in /dev/shm.
 """
 from __future__ import annotations
 
+import collections
 import multiprocessing as mp
 import os
 import pickle
+import queue
 import secrets
+import struct
+import threading
 import time
 from dataclasses import dataclass
 from multiprocessing import connection
@@ -31,13 +33,15 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.nn.leaf_network import wire_name
 from azshogi.search.base import EvalStats
+from azshogi.search.batch import WIRE_BYTES, LeafBatch, to_float32
 from azshogi.shogi import features
 
 SHM_PREFIX = "azshogi_"
-NUM_LABELS = features.NUM_LABELS
 _ALIGN = 64
+_EVAL, _DONE = b"E", b"D"  # raw messages; every other message is a pickled tuple
+_REQUEST = struct.Struct("<cii")  # b"E", leaves, labels
 
 
 def send_message(conn: connection.Connection, message: tuple) -> None:
@@ -47,7 +51,11 @@ def send_message(conn: connection.Connection, message: tuple) -> None:
 
 
 def receive_message(conn: connection.Connection) -> tuple:
-    return pickle.loads(conn.recv_bytes())
+    data = conn.recv_bytes()
+    if data[:1] == _EVAL:
+        _, rows, labels = _REQUEST.unpack(data)
+        return ("eval", rows, labels)
+    return ("done",) if data == _DONE else pickle.loads(data)
 
 
 class WorkerError(RuntimeError):
@@ -63,30 +71,32 @@ class ClientLost(Exception):
 
 
 def _layout(rows: int) -> tuple[dict, int]:
-    """Byte offsets and shapes of the four arrays of a block of `rows` rows, and its size."""
-    shapes = {
-        "features1": (rows, features.FEATURES1_PLANES, 9, 9),
-        "features2": (rows, features.FEATURES2_PLANES, 9, 9),
-        "logits": (rows, NUM_LABELS),
-        "win_probability": (rows,),
+    """Byte offsets, shapes and dtypes of the block's arrays for `rows` rows in all, and its size.
+    A client's region is a range of rows, and the same range x MAX_LEGAL_MOVES of labels."""
+    labels = rows * features.MAX_LEGAL_MOVES
+    arrays = {
+        "packed": ((rows, features.PACKED_BYTES), np.uint8),
+        "counts": ((rows,), np.int32),
+        "labels": ((labels,), np.int16),
+        "logits": ((labels * max(WIRE_BYTES.values()),), np.uint8),  # raw values in the wire dtype
+        "win_probability": ((rows,), np.float32),
     }
     layout, offset = {}, 0
-    for name, shape in shapes.items():
-        layout[name] = (offset, shape)
-        offset += -(-int(np.prod(shape)) * 4 // _ALIGN) * _ALIGN
+    for name, (shape, dtype) in arrays.items():
+        layout[name] = (offset, shape, dtype)
+        offset += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // _ALIGN) * _ALIGN
     return layout, max(offset, _ALIGN)
 
 
 class SharedBlock:
-    """R rows of float32 arrays in shared memory: features1 (R, 62, 9, 9) and features2
-    (R, 57, 9, 9) written by the clients, logits (R, 2187) and win_probability (R,) written by
-    the server."""
+    """The shared arrays of R rows: packed (R, 636), counts (R,), labels (R x 593,) written by
+    the clients; logits (raw wire values) and win_probability (R,) written by the server."""
 
     def __init__(self, shm: SharedMemory, rows: int, owner: bool):
         self.shm, self.rows, self.owner = shm, rows, owner
         layout, _ = _layout(rows)
-        for name, (offset, shape) in layout.items():
-            setattr(self, name, np.ndarray(shape, np.float32, buffer=shm.buf, offset=offset))
+        for name, (offset, shape, dtype) in layout.items():
+            setattr(self, name, np.ndarray(shape, dtype, buffer=shm.buf, offset=offset))
 
     @classmethod
     def create(cls, rows: int) -> "SharedBlock":
@@ -106,7 +116,7 @@ class SharedBlock:
 
     def close(self) -> None:
         """Releases the mapping (and, for the owner, removes the block)."""
-        for name in ("features1", "features2", "logits", "win_probability"):
+        for name in _layout(0)[0]:
             self.__dict__.pop(name, None)  # views must go before the buffer can be released
         try:
             self.shm.close()
@@ -122,7 +132,8 @@ class SharedBlock:
 @dataclass(frozen=True)
 class ClientHandle:
     """What a client process needs to reach the server (picklable for spawn): its region is
-    rows [offset, offset + rows) of the block of `block_rows` rows named `shm_name`."""
+    rows [offset, offset + rows) of the block of `block_rows` rows named `shm_name`; logits come
+    back in dtype `wire` (search/batch.py's WIRE_BYTES)."""
 
     index: int
     shm_name: str
@@ -131,6 +142,7 @@ class ClientHandle:
     rows: int
     conn: connection.Connection
     parent_pid: int
+    wire: str = "float32"
 
 
 class ServerGone(Exception):
@@ -138,7 +150,7 @@ class ServerGone(Exception):
 
 
 class ClientEvaluator:
-    """The Evaluator a worker's search uses: features go into shared memory, the server answers.
+    """The Evaluator a worker's search uses: leaves go into shared memory, the server answers.
 
     The same pipe carries the worker's control messages (see workers.py); `send` and `receive`
     are for those. Every wait polls with a timeout and gives up when the parent process is gone."""
@@ -146,34 +158,37 @@ class ClientEvaluator:
     def __init__(self, handle: ClientHandle, poll_seconds: float = 1.0):
         self.handle, self.conn, self.rows = handle, handle.conn, handle.rows
         self.block = SharedBlock.attach(handle.shm_name, handle.block_rows)
-        region = slice(handle.offset, handle.offset + handle.rows)
-        self.features1, self.features2 = self.block.features1[region], self.block.features2[region]
-        self.logits, self.win_probability = self.block.logits[region], self.block.win_probability[region]
+        rows = slice(handle.offset, handle.offset + handle.rows)
+        labels = slice(handle.offset * features.MAX_LEGAL_MOVES, (handle.offset + handle.rows) * features.MAX_LEGAL_MOVES)
+        self.packed, self.counts = self.block.packed[rows], self.block.counts[rows]
+        self.labels, self.win_probability = self.block.labels[labels], self.block.win_probability[rows]
+        self.logits = self.block.logits[labels.start * 4:labels.stop * 4]  # room for float32 wire values
         self.poll_seconds = poll_seconds
         self.stats = EvalStats()  # seconds: waiting for answers, forward passes included
 
-    def allocate(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        if batch > self.rows:
-            raise ValueError(f"worker {self.handle.index}: {batch} rows asked, its shared memory holds {self.rows}")
-        return self.features1[:batch], self.features2[:batch]
+    def allocate(self, rows: int) -> LeafBatch:
+        if rows > self.rows:
+            raise ValueError(f"worker {self.handle.index}: {rows} rows asked, its shared memory holds {self.rows}")
+        return LeafBatch(rows, self.packed[:rows], self.counts[:rows], self.labels[:rows * features.MAX_LEGAL_MOVES])
 
-    def evaluate(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def evaluate(self, batch: LeafBatch) -> tuple[np.ndarray, np.ndarray]:
         start = time.perf_counter()
-        k = len(features1)
+        k, n = batch.size, batch.num_labels
         if k > self.rows:
             raise ValueError(f"worker {self.handle.index}: a batch of {k} exceeds its {self.rows} rows")
-        if not _is_front_of(features1, self.features1):
-            self.features1[:k] = features1
-        if not _is_front_of(features2, self.features2):
-            self.features2[:k] = features2
-        self.send(("eval", k))
+        if not np.shares_memory(batch.packed, self.packed):  # a batch allocated elsewhere
+            self.packed[:k], self.counts[:k], self.labels[:n] = batch.packed[:k], batch.counts[:k], batch.labels[:n]
+        try:
+            self.conn.send_bytes(_REQUEST.pack(_EVAL, k, n))
+        except (BrokenPipeError, ConnectionResetError, EOFError) as e:
+            raise ServerGone(str(e)) from e
         answer = self.receive()
         if answer[0] != "done":
             raise ServerGone(f"expected an evaluation, got {answer[0]!r}")
-        logits, probability = self.logits[:k].copy(), self.win_probability[:k].copy()
-        self.stats.calls += 1
-        self.stats.positions += k
-        self.stats.seconds += time.perf_counter() - start
+        wire = self.handle.wire
+        logits = to_float32(self.logits[:n * WIRE_BYTES[wire]], wire)
+        probability = self.win_probability[:k].copy()
+        self.stats.add(k, time.perf_counter() - start)
         return logits, probability
 
     def send(self, message: tuple) -> None:
@@ -194,51 +209,76 @@ class ClientEvaluator:
                 raise ServerGone("the main process has exited")
 
     def close(self) -> None:
-        del self.features1, self.features2, self.logits, self.win_probability
+        del self.packed, self.counts, self.labels, self.logits, self.win_probability
         self.block.close()
         self.conn.close()
 
 
-def _is_front_of(view: np.ndarray, base: np.ndarray) -> bool:
-    return (view.__array_interface__["data"][0] == base.__array_interface__["data"][0]
-            and view.flags.c_contiguous)
+@dataclass
+class _Job:
+    """One forward pass: requests [(client, leaves, labels)] copied into staging `buffers`."""
+
+    requests: list
+    buffers: object
+    rows: int
+    labels: int
+    started: float
+    error: Optional[BaseException] = None
 
 
 class InferenceServer:
-    """Serves evaluation requests of `len(rows)` clients from one LocalEvaluator.
+    """Serves evaluation requests of `len(rows)` clients through one LocalEvaluator's network.
 
-    rows[i]: the most positions client i sends at once (its region). max_batch: the largest
-    forward pass (a single larger request is split). wait_s: how long a partial batch waits
-    for more requests while some client is still searching."""
+    rows[i]: the most leaves client i sends at once (its region). max_batch: the largest forward
+    pass (a larger single request is still run, in max_batch pieces). wait_s: how long a partial
+    batch waits for more requests while the device is idle. depth: batches in flight at once.
 
-    def __init__(self, evaluator: LocalEvaluator, rows: Iterable[int], max_batch: int, wait_s: float):
-        self.evaluator = evaluator
+    A request is copied from its client's region into one of `depth` staging buffers (pinned on
+    CUDA) and handed to the device thread, which launches it and, on CUDA, launches the next
+    queued batch before waiting for the first, so the device never waits for this thread. When
+    a batch is done its logits (raw, in the network's dtype) and win probabilities are copied
+    into each client's region and the client is answered. The batch-forming rule: a batch goes
+    when it is full, or when every client that may still ask is waiting (nobody can add to it),
+    or, with the device idle, once its first request has waited wait_s; while one batch runs,
+    the next one grows."""
+
+    def __init__(self, evaluator, rows: Iterable[int], max_batch: int, wait_s: float, depth: int = 2):
+        self.evaluator, self.runner = evaluator, evaluator.runner
+        self.wire = wire_name(self.runner.wire)
         self.rows = list(rows)
         self.offsets = np.concatenate([[0], np.cumsum(self.rows)]).astype(int).tolist()
         self.max_batch, self.wait_s = max_batch, wait_s
         self.block: Optional[SharedBlock] = None
         self.conns: list[connection.Connection] = []
         self._client_ends: list[Optional[connection.Connection]] = []
+        self._thread: Optional[threading.Thread] = None
         try:
             self.block = SharedBlock.create(self.offsets[-1])
             for _ in self.rows:
                 ours, theirs = mp.Pipe(duplex=True)
                 self.conns.append(ours)
                 self._client_ends.append(theirs)
+            self._wake_r, self._wake_w = mp.Pipe(duplex=False)
         except BaseException:
             self.close()
             raise
         self._index = {c.fileno(): i for i, c in enumerate(self.conns)}
-        self.staging = None  # for batches whose rows are not back to back (allocated when needed)
-        self.pending: list[tuple[int, int]] = []  # (client, rows), in arrival order
+        capacity = max(max_batch, max(self.rows))
+        self.free = [self.runner.buffers(capacity) for _ in range(depth)]
+        self.pending: list[tuple[int, int, int]] = []  # (client, leaves, labels), in arrival order
         self.first_pending_at = 0.0
-        self.waiting: set[int] = set()  # clients with a request pending
+        self.waiting: set[int] = set()  # clients with a request pending or in flight
+        self.in_flight: list[_Job] = []
         self.last_heard = [time.monotonic()] * len(self.conns)
-        self.gathered = 0  # forward passes whose rows had to be copied together
+        self.bytes_in = self.bytes_out = 0  # what crossed the process boundary, evaluations only
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._done: collections.deque = collections.deque()
+        self._thread = threading.Thread(target=self._device_loop, name="azshogi-inference", daemon=True)
+        self._thread.start()
 
     def handle(self, i: int) -> ClientHandle:
         return ClientHandle(i, self.block.name, self.block.rows, self.offsets[i], self.rows[i], self._client_ends[i],
-                            os.getpid())
+                            os.getpid(), self.wire)
 
     def client_started(self, i: int) -> None:
         """Closes the main process's copy of client i's pipe end: EOF then means it has gone."""
@@ -253,25 +293,29 @@ class InferenceServer:
         """Answers evaluation requests for up to `timeout` seconds; returns as soon as any client
         sends another message, as [(client, message), ...].
 
-        active: the clients that may still send a request (a batch goes as soon as all of them
-        are waiting). sentinels: {client: process sentinel}. A client whose pipe closes or whose
-        process ends (after its last messages are read) raises ClientLost."""
+        active: the clients that may still send a request. sentinels: {client: process
+        sentinel}. A client whose pipe closes or whose process ends (after its last messages are
+        read) raises ClientLost."""
         deadline = time.monotonic() + timeout
         others: list[tuple[int, tuple]] = []
         watch = {s: i for i, s in (sentinels or {}).items()}
         while True:
+            self._finish_done()
             now = time.monotonic()
             if self.pending and self._batch_due(active, now):
-                self._flush()
+                self._launch()
                 continue
             if others or now >= deadline:
                 return others
             wait = deadline - now
-            if self.pending:
+            if self.pending and not self.in_flight:
                 wait = min(wait, max(0.0, self.first_pending_at + self.wait_s - now))
-            ready = connection.wait(self.conns + list(watch), wait)
+            ready = connection.wait(self.conns + [self._wake_r] + list(watch), wait)
             for obj in ready:
-                if not isinstance(obj, int):
+                if obj is self._wake_r:
+                    while self._wake_r.poll():
+                        self._wake_r.recv_bytes()
+                elif not isinstance(obj, int):
                     self._receive(self._index[obj.fileno()], others)
             for i in (watch[obj] for obj in ready if isinstance(obj, int)):
                 while self.conns[i].poll():  # its last words (an error report) come first
@@ -288,73 +332,115 @@ class InferenceServer:
         if message[0] == "eval":
             if not self.pending:
                 self.first_pending_at = self.last_heard[i]
-            self.pending.append((i, int(message[1])))
+            self.pending.append((i, int(message[1]), int(message[2])))
             self.waiting.add(i)
         else:
             others.append((i, message))
 
     def _batch_due(self, active: set, now: float) -> bool:
-        rows = sum(k for _, k in self.pending)
-        return (rows >= self.max_batch or active <= self.waiting
-                or now - self.first_pending_at >= self.wait_s)
+        if not self.free:
+            return False
+        if sum(k for _, k, _ in self.pending) >= self.max_batch or active <= self.waiting:
+            return True
+        return not self.in_flight and now - self.first_pending_at >= self.wait_s
 
-    def _flush(self) -> None:
-        """One forward pass over the oldest pending requests (up to max_batch rows)."""
-        take, rows = 0, 0
+    def _launch(self) -> None:
+        """Copies the oldest pending requests (up to max_batch leaves) into a staging buffer and
+        hands them to the device thread."""
+        take, rows, labels = 0, 0, 0
         while take < len(self.pending) and (take == 0 or rows + self.pending[take][1] <= self.max_batch):
             rows += self.pending[take][1]
+            labels += self.pending[take][2]
             take += 1
-        batch, self.pending = sorted(self.pending[:take]), self.pending[take:]
+        requests, self.pending = self.pending[:take], self.pending[take:]
         self.first_pending_at = time.monotonic()
-        b, offsets = self.block, self.offsets
-        start = offsets[batch[0][0]]
-        if all(j == i + 1 and k == self.rows[i] for (i, k), (j, _) in zip(batch, batch[1:])):
-            span = slice(start, start + rows)  # back to back: evaluate the block in place
-            b.logits[span], b.win_probability[span] = self._forward(b.features1[span], b.features2[span])
-        else:
-            if self.staging is None:
-                self.staging = self.evaluator.allocate(max(self.max_batch, max(self.rows)))
-            f1, f2 = self.staging
-            at = 0
-            for i, k in batch:
-                f1[at:at + k] = b.features1[offsets[i]:offsets[i] + k]
-                f2[at:at + k] = b.features2[offsets[i]:offsets[i] + k]
-                at += k
-            logits, probability = self._forward(f1[:rows], f2[:rows])
-            at = 0
-            for i, k in batch:
-                b.logits[offsets[i]:offsets[i] + k] = logits[at:at + k]
-                b.win_probability[offsets[i]:offsets[i] + k] = probability[at:at + k]
-                at += k
-            self.gathered += 1
-        now = time.monotonic()
-        for i, _ in batch:
-            self.waiting.discard(i)
-            self.last_heard[i] = now
-            send_message(self.conns[i], ("done",))
+        buffers, b, at, label_at = self.free.pop(), self.block, 0, 0
+        for i, k, n in requests:
+            row, label = self.offsets[i], self.offsets[i] * features.MAX_LEGAL_MOVES
+            buffers.packed[at:at + k] = b.packed[row:row + k]
+            buffers.counts[at:at + k] = b.counts[row:row + k]
+            buffers.labels[label_at:label_at + n] = b.labels[label:label + n]
+            at, label_at = at + k, label_at + n
+        job = _Job(requests, buffers, rows, labels, time.perf_counter())
+        self.in_flight.append(job)
+        self._jobs.put(job)
 
-    def _forward(self, features1: np.ndarray, features2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The evaluator's answer, in forward passes of at most max_batch rows."""
-        n = len(features1)
-        if n <= self.max_batch:
-            return self.evaluator.evaluate(features1, features2)
-        parts = [self.evaluator.evaluate(features1[lo:lo + self.max_batch], features2[lo:lo + self.max_batch])
-                 for lo in range(0, n, self.max_batch)]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    def _device_loop(self) -> None:
+        """The device thread: launches jobs in order; with an asynchronous device it launches
+        every job already queued before it waits for the oldest."""
+        launched: collections.deque = collections.deque()
+        while True:
+            job = None
+            if not launched or self.runner.pinned:
+                try:
+                    job = self._jobs.get(block=not launched)
+                except queue.Empty:
+                    pass
+            if job is _STOP:
+                return
+            if job is not None:
+                try:
+                    launched.append((job, self.runner.launch(job.buffers, job.rows, job.labels)))
+                except BaseException as e:  # reported by the serving thread
+                    job.error = e
+                    launched.append((job, None))
+                continue
+            job, handle = launched.popleft()
+            try:
+                self.runner.wait(handle)
+            except BaseException as e:
+                job.error = e
+            self._done.append(job)
+            try:
+                self._wake_w.send_bytes(b"")
+            except OSError:  # closing
+                return
+
+    def _finish_done(self) -> None:
+        """Copies finished batches' answers into the clients' regions and answers them."""
+        while self._done:
+            job = self._done.popleft()
+            self.in_flight.remove(job)
+            self.free.append(job.buffers)
+            if job.error is not None:
+                raise RuntimeError(f"the inference server's forward pass failed: {job.error!r}") from job.error
+            b, raw, values = self.block, job.buffers.logits_raw(), job.buffers.values.numpy()
+            size = WIRE_BYTES[self.wire]
+            at, label_at, now = 0, 0, time.monotonic()
+            for i, k, n in job.requests:
+                row, label = self.offsets[i], self.offsets[i] * features.MAX_LEGAL_MOVES * 4
+                b.logits[label:label + n * size] = raw[label_at * size:(label_at + n) * size]
+                b.win_probability[row:row + k] = values[at:at + k]
+                at, label_at = at + k, label_at + n
+                self.waiting.discard(i)
+                self.last_heard[i] = now
+                self.conns[i].send_bytes(_DONE)
+            self.bytes_in += job.rows * (features.PACKED_BYTES + 4) + job.labels * 2
+            self.bytes_out += job.rows * 4 + job.labels * size
+            self.evaluator.stats.add(job.rows, time.perf_counter() - job.started)
 
     @property
     def stats(self) -> EvalStats:
         return self.evaluator.stats
 
     def close(self) -> None:
-        """Closes the pipes and removes every shared-memory block (safe to call twice)."""
-        self.staging = None
-        for c in self.conns + [e for e in self._client_ends if e is not None]:
+        """Stops the device thread, closes the pipes and removes every shared-memory block (safe
+        to call twice)."""
+        if self._thread is not None:
+            self._jobs.put(_STOP)
+            self._thread.join()
+            self._thread = None
+        for c in self.conns + [e for e in self._client_ends if e is not None] + \
+                [getattr(self, name, None) for name in ("_wake_r", "_wake_w")]:
             try:
-                c.close()
+                if c is not None:
+                    c.close()
             except OSError:
                 pass
         self.conns, self._client_ends = [], []
         if self.block is not None:
             self.block.close()
             self.block = None
+
+
+_STOP = object()

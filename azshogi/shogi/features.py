@@ -2,6 +2,12 @@
 
 Inputs: two float32 planes stacks per position, (62, 9, 9) and (57, 9, 9), from the side to
 move's view. Policy: 2187 = 27 directions x 81 squares labels, `make_move_label(move, turn)`.
+
+Packed form (what crosses a process or device boundary): every plane is 0/1, and each of the
+57 planes of features2 (pieces in hand, check) is constant over the board, so a position is
+62 x 81 bits of features1 followed by 57 bits of features2: PACKED_BYTES = 628 + 8 = 636 bytes
+instead of 119 x 81 float32 (38,556 bytes). Bits are in np.packbits' order (most significant
+first); `unpack` is the reference expansion, nn/leaf_network.py expands on the device.
 """
 from __future__ import annotations
 
@@ -12,6 +18,10 @@ from cshogi import dlshogi
 FEATURES1_PLANES = dlshogi.FEATURES1_NUM  # 62
 FEATURES2_PLANES = dlshogi.FEATURES2_NUM  # 57
 NUM_LABELS = 27 * 81  # 2187
+MAX_LEGAL_MOVES = 593  # the most legal moves a shogi position can have
+PACKED1_BYTES = -(-FEATURES1_PLANES * 81 // 8)  # 628
+PACKED2_BYTES = -(-FEATURES2_PLANES // 8)  # 8
+PACKED_BYTES = PACKED1_BYTES + PACKED2_BYTES  # 636
 
 _make_label = dlshogi.make_move_label
 
@@ -50,6 +60,23 @@ def allocate(batch: int) -> tuple[np.ndarray, np.ndarray]:
 def write(board: cshogi.Board, features1: np.ndarray, features2: np.ndarray, row: int) -> None:
     """Writes the features of `board` into row `row` of preallocated batch buffers."""
     dlshogi.make_input_features(board, features1[row], features2[row])
+
+
+def pack(features1: np.ndarray, features2: np.ndarray, out: np.ndarray) -> None:
+    """Packs rows of dense features (B, 62, 9, 9) and (B, 57, 9, 9) into `out` (B, 636) uint8.
+    features2 is read at one square per plane (its planes are constant over the board)."""
+    n = len(features1)
+    out[:, :PACKED1_BYTES] = np.packbits(features1.reshape(n, -1) != 0, axis=1)
+    out[:, PACKED1_BYTES:] = np.packbits(features2[:, :, 0, 0] != 0, axis=1)
+
+
+def unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The dense float32 features (B, 62, 9, 9), (B, 57, 9, 9) of packed rows (B, 636)."""
+    n = len(packed)
+    bits1 = np.unpackbits(packed[:, :PACKED1_BYTES], axis=1, count=FEATURES1_PLANES * 81)
+    bits2 = np.unpackbits(packed[:, PACKED1_BYTES:], axis=1, count=FEATURES2_PLANES)
+    features2 = np.broadcast_to(bits2[:, :, None, None], (n, FEATURES2_PLANES, 9, 9))
+    return bits1.reshape(n, FEATURES1_PLANES, 9, 9).astype(np.float32), features2.astype(np.float32)
 
 
 def legal_moves_and_labels(board: cshogi.Board) -> tuple[np.ndarray, np.ndarray]:

@@ -1,35 +1,90 @@
-"""`azshogi-bench`: is self-play as fast as the network allows?
+"""`azshogi-bench`: is self-play as fast as the network allows, and what does the rest cost?
 
-In one run, with the trainer's overrides (model, search, actors, workers, device), it alternates
-windows of (a) forward passes alone at the self-play batch size and dtype and (b) self-play with
-the configured search, after a common warm-up, and reports medians. The last line printed is one
+With the trainer's overrides (model, search, actors, workers, device) it alternates windows of
+(a) the network alone at the self-play batch size and dtype (through the same evaluator, so the
+planes' expansion and the legal moves' gather count as the network's) and (b) self-play with the
+configured search, after a common warm-up, and reports medians. The last line printed is one
 JSON object; efficiency = selfplay_nn_evals_per_s / nn_positions_per_s.
 
 With selfplay.num_workers = W >= 1 the self-play window runs the workers and the inference
 server (the workers are paused during the forward-only windows); `mean_batch` is then the
 server's mean forward-pass size, and the self-play time shares are those of an average worker
 (`inference` = waiting for the server's answers).
+
+Other modes:
+- `bench.network=instant`: every evaluation is answered by leaf_network.InstantNetwork — the
+  same inputs and outputs with no device work (no planes' expansion, no forward pass, no gather;
+  on CUDA the host<->device copies remain). What is left is the search (in process) or the
+  workers and the server around the network.
+- `bench.fake_clients=N`: the inference server alone. N client processes send precomputed
+  requests (leaves of random-game positions, `selfplay.num_actors` in all) as fast as they are
+  answered; reported: positions/s, and the server process's own CPU time per position (both of
+  its threads), i.e. the positions/s it can carry on one core.
+- `bench.plies=[30,300]`: per-move cost against the game's length: the in-process search run on
+  `selfplay.num_actors` positions reached after each number of plies (capture-biased random
+  play, so that late positions have many pieces in hand and many drops), windows alternating.
 """
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import signal
 import statistics
 import sys
 import threading
 import time
 
+import cshogi
+import numpy as np
 import torch
 
-from azshogi.config import Config
+from azshogi.config import BenchNetwork, Config
+from azshogi.search.batch import WIRE_BYTES, LeafBatch
+from azshogi.shogi import features
 
 
-def forward_window(evaluator, features1, features2, seconds: float) -> float:
+def sample_positions(count: int, seed: int, plies: tuple[int, int] = (0, 300)) -> list[cshogi.Board]:
+    """`count` boards reached by random play (a capture when there is one, half the time),
+    each after a number of plies drawn uniformly from [plies[0], plies[1]]; finished positions
+    are replaced."""
+    rng = np.random.default_rng(seed)
+    boards: list[cshogi.Board] = []
+    while len(boards) < count:
+        board, target = cshogi.Board(), int(rng.integers(plies[0], plies[1] + 1))
+        for _ in range(target):
+            moves = list(board.legal_moves)
+            if not moves or board.is_draw(16):
+                break
+            captures = [m for m in moves if board.piece(cshogi.move_to(m))]
+            pool = captures if captures and rng.random() < 0.5 else moves
+            board.push(pool[int(rng.integers(len(pool)))])
+        if board.move_number - 1 == target and any(True for _ in board.legal_moves) and not board.is_draw(16):
+            boards.append(board)
+    return boards
+
+
+def fill(batch: LeafBatch, boards) -> LeafBatch:
+    batch.clear()
+    for board in boards:
+        batch.add(board, list(board.legal_moves))
+    batch.seal()
+    return batch
+
+
+def transfer_bytes(positions: int, labels: int, wire: str) -> tuple[float, float]:
+    """Bytes per position to and from the network: packed planes, a count and 2-byte labels in;
+    a float32 win probability and the legal moves' logits out."""
+    n = max(positions, 1)
+    return ((positions * (features.PACKED_BYTES + 4) + 2 * labels) / n,
+            (positions * 4 + WIRE_BYTES[wire] * labels) / n)
+
+
+def forward_window(evaluator, batch: LeafBatch, seconds: float) -> float:
     """Positions per second of back-to-back evaluate() calls on a fixed batch."""
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        evaluator.evaluate(features1, features2)
-        count += len(features1)
+        evaluator.evaluate(batch)
+        count += batch.size
     return count / (time.perf_counter() - start)
 
 
@@ -62,33 +117,63 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     if threading.current_thread() is threading.main_thread():
         # SIGTERM unwinds like Ctrl-C, so that any self-play workers are stopped and joined.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    parts = build_components(cfg)
+    b = cfg.bench
+    instant = b.network == BenchNetwork.instant
+    if b.plies:
+        cfg = _in_process(cfg)
+    parts = build_components(cfg, instant=instant)
+    print(parts.note, file=sys.stderr)
     try:
-        return _measure(cfg, parts, out)
+        if b.fake_clients:
+            return _measure_server(parts, out)
+        if b.plies:
+            return _measure_plies(parts, out)
+        return _measure(parts, out)
     finally:
         parts.selfplay.close()
 
 
-def _measure(cfg: Config, parts, out) -> dict:
+def _in_process(cfg: Config) -> Config:
+    from dataclasses import replace
+
+    return replace(cfg, selfplay=replace(cfg.selfplay, num_workers=0, search_threads=1))
+
+
+def _header(parts, batch: int, out) -> dict:
+    cfg, evaluator = parts.cfg, parts.evaluator
+    result = {
+        "model": f"{cfg.model.blocks}x{cfg.model.channels}",
+        "device": str(parts.device),
+        "dtype": str(evaluator.dtype).replace("torch.", ""),
+        "network": cfg.bench.network.value,
+        "batch": batch,
+        "actors": cfg.selfplay.num_actors,
+        "workers": cfg.selfplay.num_workers,
+        "search": cfg.search.kind.value,
+        "simulations": cfg.search.num_simulations,
+        "threads": torch.get_num_threads(),
+        "repeats": cfg.bench.repeats,
+        "seconds": cfg.bench.seconds,
+    }
+    print(f"\n{'model':<26}{result['model']} on {result['device']} ({result['dtype']}, "
+          f"{result['threads']} threads)" + (", INSTANT network" if result["network"] == "instant" else ""), file=out)
+    print(f"{'batch, actors':<26}{batch}, {cfg.selfplay.num_actors}", file=out)
+    return result
+
+
+def _measure(parts, out) -> dict:
     from azshogi.train.loop import selfplay_batch
 
-    selfplay, evaluator = parts.selfplay, parts.evaluator
+    cfg, selfplay, evaluator = parts.cfg, parts.selfplay, parts.evaluator
     batch = selfplay_batch(cfg)  # the forward passes alone run at self-play's batch size
-    features1, features2 = evaluator.allocate(batch)
-    import cshogi
-
-    from azshogi.shogi import features as feats
-
-    board = cshogi.Board()
-    for i in range(batch):
-        feats.write(board, features1, features2, i)
+    leaves = fill(evaluator.allocate(batch), sample_positions(batch, cfg.seed))
     b = cfg.bench
     print(f"warm-up {b.warmup_seconds:.0f} s ...", file=sys.stderr)
     selfplay_window(selfplay, b.warmup_seconds)
-    forward_window(evaluator, features1, features2, min(2.0, b.warmup_seconds))
+    forward_window(evaluator, leaves, min(2.0, b.warmup_seconds))
     nn_rates, sp_runs = [], []
     for r in range(b.repeats):
-        nn_rates.append(forward_window(evaluator, features1, features2, b.seconds))
+        nn_rates.append(forward_window(evaluator, leaves, b.seconds))
         sp_runs.append(selfplay_window(selfplay, b.seconds))
         print(f"round {r + 1}/{b.repeats}: network {nn_rates[-1]:,.0f} pos/s, self-play "
               f"{sp_runs[-1]['positions_per_s']:,.1f} pos/s ({sp_runs[-1]['nn_evals_per_s']:,.0f} evals/s)",
@@ -100,38 +185,161 @@ def _measure(cfg: Config, parts, out) -> dict:
     shares = {k: median(r[k] / r["wall"] for r in sp_runs) for k in ("search", "features", "inference", "other")} \
         if cfg.selfplay.search_threads == 1 else {}
     mean_batch = sum(r["nn_positions"] for r in sp_runs) / max(1, sum(r["nn_calls"] for r in sp_runs))
-    result = {
-        "model": f"{cfg.model.blocks}x{cfg.model.channels}",
-        "device": str(parts.device),
-        "dtype": str(evaluator.dtype).replace("torch.", ""),
-        "batch": batch,
-        "actors": cfg.selfplay.num_actors,
-        "workers": cfg.selfplay.num_workers,
-        "search": cfg.search.kind.value,
-        "simulations": cfg.search.num_simulations,
-        "threads": torch.get_num_threads(),
+    workers = cfg.selfplay.num_workers
+    # A searching process's wall time per evaluation it asked for (its own share of them).
+    search_us = median(1e6 * workers / r["nn_evals_per_s"] if workers else 1e6 / r["nn_evals_per_s"]
+                       for r in sp_runs if r["nn_evals_per_s"])
+    server = getattr(selfplay, "server", None)
+    wire = str(evaluator.wire).replace("torch.", "")
+    bytes_in, bytes_out = transfer_bytes(leaves.size, leaves.num_labels, wire)
+    if server is not None and server.stats.positions:
+        bytes_in, bytes_out = server.bytes_in / server.stats.positions, server.bytes_out / server.stats.positions
+    result = _header(parts, batch, out)
+    result.update({
         "nn_positions_per_s": round(nn, 1),
         "selfplay_positions_per_s": round(sp["positions_per_s"], 2),
         "selfplay_nn_evals_per_s": round(sp["nn_evals_per_s"], 1),
         "efficiency": round(sp["nn_evals_per_s"] / nn, 3),
         "mean_batch": round(mean_batch, 1),
+        "search_us_per_eval": round(search_us, 2),
+        "bytes_in_per_position": round(bytes_in, 1),
+        "bytes_out_per_position": round(bytes_out, 1),
         "time_share": {k: round(v, 3) for k, v in shares.items()},
-        "repeats": b.repeats,
-        "seconds": b.seconds,
-    }
-    print(f"\n{'model':<26}{result['model']} on {result['device']} ({result['dtype']}, "
-          f"{result['threads']} threads)", file=out)
-    print(f"{'batch, actors':<26}{batch}, {cfg.selfplay.num_actors}", file=out)
-    print(f"{'self-play processes':<26}" + (f"{cfg.selfplay.num_workers} workers + inference server"
-                                              if cfg.selfplay.num_workers else "1 (in process)"), file=out)
+    })
+    print(f"{'self-play processes':<26}" + (f"{workers} workers + inference server" if workers else "1 (in process)"),
+          file=out)
     print(f"{'search':<26}{result['search']}, {result['simulations']} simulations", file=out)
     print(f"{'network alone':<26}{nn:,.0f} positions/s (median of {b.repeats})", file=out)
     print(f"{'self-play':<26}{sp['positions_per_s']:,.1f} positions/s, {sp['nn_evals_per_s']:,.0f} "
           f"network evaluations/s", file=out)
     print(f"{'efficiency':<26}{result['efficiency']:.3f}", file=out)
     print(f"{'mean forward batch':<26}{mean_batch:.1f}", file=out)
+    print(f"{'searching process':<26}{search_us:.1f} us of wall time per evaluation", file=out)
+    print(f"{'bytes per position':<26}{bytes_in:,.0f} to the network, {bytes_out:,.0f} back "
+          f"(dense planes and full rows: 38,556 and 8,752)", file=out)
     if shares:
         print("self-play time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), file=out)
     print(json.dumps(result), file=out)
     return result
 
+
+def fake_client_main(handle, packed: np.ndarray, counts: np.ndarray, labels: np.ndarray) -> None:
+    """A client that sends the same precomputed request, as fast as it is answered, until the
+    server goes (bench.fake_clients)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from azshogi.selfplay.server import ClientEvaluator, ServerGone
+
+    client = ClientEvaluator(handle)
+    batch = client.allocate(len(packed))
+    batch.packed[:], batch.counts[:], batch.labels[:len(labels)] = packed, counts, labels
+    batch.size, batch.num_labels = len(packed), len(labels)
+    try:
+        while True:
+            client.evaluate(batch)
+    except ServerGone:
+        pass
+    finally:
+        client.close()
+
+
+def _measure_server(parts, out) -> dict:
+    from azshogi.selfplay.server import InferenceServer
+    from azshogi.selfplay.workers import shares
+
+    cfg, evaluator = parts.cfg, parts.evaluator
+    b = cfg_bench = cfg.bench
+    rows = shares(cfg.selfplay.num_actors, b.fake_clients)
+    max_batch = cfg.selfplay.server_max_batch or sum(rows)
+    server = InferenceServer(evaluator, rows, max_batch, cfg.selfplay.server_wait_ms / 1000)
+    processes = []
+    try:
+        boards = sample_positions(sum(rows), cfg.seed)
+        ctx = mp.get_context("spawn")
+        for i, n in enumerate(rows):
+            batch = fill(LeafBatch(n), boards[server.offsets[i]:server.offsets[i] + n])
+            p = ctx.Process(target=fake_client_main, daemon=True, name=f"azshogi-fake-client-{i}",
+                            args=(server.handle(i), batch.packed.copy(), batch.counts.copy(),
+                                  batch.labels[:batch.num_labels].copy()))
+            p.start()
+            server.client_started(i)
+            processes.append(p)
+        everyone = set(range(len(rows)))
+        server.serve(everyone, cfg_bench.warmup_seconds)
+        runs = []
+        for r in range(cfg_bench.repeats):
+            stats, bytes_before = (server.stats.calls, server.stats.positions), (server.bytes_in, server.bytes_out)
+            wall, cpu = time.perf_counter(), time.process_time()
+            server.serve(everyone, cfg_bench.seconds)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            calls, positions = server.stats.calls - stats[0], server.stats.positions - stats[1]
+            runs.append({"positions_per_s": positions / wall, "cpu_us_per_position": 1e6 * cpu / max(positions, 1),
+                         "mean_batch": positions / max(calls, 1),
+                         "bytes_in": (server.bytes_in - bytes_before[0]) / max(positions, 1),
+                         "bytes_out": (server.bytes_out - bytes_before[1]) / max(positions, 1)})
+            print(f"round {r + 1}/{cfg_bench.repeats}: {runs[-1]['positions_per_s']:,.0f} pos/s, server "
+                  f"{runs[-1]['cpu_us_per_position']:.2f} us CPU per position", file=sys.stderr)
+    finally:
+        server.close()
+        for p in processes:
+            p.join(5.0)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    result = _header(parts, max_batch, out)
+    result.update({
+        "mode": "server", "fake_clients": b.fake_clients,
+        "server_positions_per_s": round(med["positions_per_s"], 1),
+        "server_cpu_us_per_position": round(med["cpu_us_per_position"], 3),
+        "server_positions_per_cpu_s": round(1e6 / med["cpu_us_per_position"], 1),
+        "mean_batch": round(med["mean_batch"], 1),
+        "bytes_in_per_position": round(med["bytes_in"], 1),
+        "bytes_out_per_position": round(med["bytes_out"], 1),
+    })
+    print(f"{'inference server':<26}{b.fake_clients} fake clients with precomputed requests, no search", file=out)
+    print(f"{'served':<26}{med['positions_per_s']:,.0f} positions/s (mean batch {med['mean_batch']:.1f})", file=out)
+    print(f"{'server CPU':<26}{med['cpu_us_per_position']:.2f} us per position = "
+          f"{1e6 / med['cpu_us_per_position']:,.0f} positions/s on one core", file=out)
+    print(f"{'bytes per position':<26}{med['bytes_in']:,.0f} to the network, {med['bytes_out']:,.0f} back", file=out)
+    print(json.dumps(result), file=out)
+    return result
+
+
+def _measure_plies(parts, out) -> dict:
+    cfg, b = parts.cfg, parts.cfg.bench
+    search = parts.selfplay.selfplay.search
+    actors = cfg.selfplay.num_actors
+    sets = {p: sample_positions(actors, cfg.seed + p, (p, p)) for p in b.plies}
+    rngs = [np.random.default_rng(i) for i in range(actors)]
+    tree = search.simulator.tree
+
+    def window(ply: int, seconds: float) -> tuple[float, float]:
+        boards, plies = sets[ply], np.full(actors, ply, np.int64)
+        count, work, start = 0, tree.work, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            search.run(boards, plies, rngs)
+            count += actors
+        return count / (time.perf_counter() - start), (tree.work - work) / count
+
+    for ply in b.plies:
+        window(ply, b.warmup_seconds / len(b.plies))
+    runs: dict = {p: [] for p in b.plies}
+    for r in range(b.repeats):
+        for ply in b.plies:
+            runs[ply].append(window(ply, b.seconds))
+        print(f"round {r + 1}/{b.repeats}: " + ", ".join(f"ply {p}: {runs[p][-1][0]:,.1f} pos/s" for p in b.plies),
+              file=sys.stderr)
+    rates = {p: statistics.median(x[0] for x in runs[p]) for p in b.plies}
+    legal = {p: float(np.mean([len(list(board.legal_moves)) for board in sets[p]])) for p in b.plies}
+    first = b.plies[0]
+    result = _header(parts, actors, out)
+    result.update({"mode": "plies", "positions_per_s": {str(p): round(v, 2) for p, v in rates.items()},
+                   "relative": {str(p): round(v / rates[first], 3) for p, v in rates.items()},
+                   "mean_legal_moves": {str(p): round(v, 1) for p, v in legal.items()},
+                   "tree_cells_per_position": {str(p): round(runs[p][-1][1], 1) for p in b.plies},
+                   "tree_width": tree.width})
+    for p in b.plies:
+        print(f"{'after ' + str(p) + ' plies':<26}{rates[p]:,.1f} positions/s ({rates[p] / rates[first]:.2f} of ply "
+              f"{first}), {legal[p]:.0f} legal moves on average", file=out)
+    print(json.dumps(result), file=out)
+    return result

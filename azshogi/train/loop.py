@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import Config, ConfigError, SearchKind, from_plain, to_plain
+from azshogi.config import Config, ConfigError, SearchKind, from_plain, resolve_selfplay, to_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.records import write_kif
@@ -84,12 +85,20 @@ class Components:
     evaluator: LocalEvaluator
     selfplay: SelfPlayDriver
     train_rng: np.random.Generator
+    cfg: Config  # with self-play's auto settings made concrete for this machine
+    note: str  # what those are
 
 
-def build_components(cfg: Config) -> Components:
+def machine_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def build_components(cfg: Config, instant: bool = False) -> Components:
     """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play
-    (in process, or in `selfplay.num_workers` worker processes, which start on first use)."""
+    (in process, or in `selfplay.num_workers` worker processes, which start on first use).
+    instant: the evaluator answers without the network (azshogi-bench's instant mode)."""
     device = resolve_device(cfg.device)
+    cfg, note = resolve_selfplay(cfg, device.type, machine_cores())
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
@@ -98,7 +107,7 @@ def build_components(cfg: Config) -> Components:
     max_batch = selfplay_batch(cfg)
     if sp.num_workers and sp.server_max_batch:
         max_batch = min(max_batch, sp.server_max_batch)
-    evaluator = make_evaluator(model, device, cfg.inference, max_batch)
+    evaluator = make_evaluator(model, device, cfg.inference, max_batch, instant)
     rules = rules_of(cfg)
     if sp.num_workers == 0:
         search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
@@ -108,15 +117,16 @@ def build_components(cfg: Config) -> Components:
         selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
                                   cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
                                   wait_s=sp.server_wait_ms / 1000)
-    return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed))
+    return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed), cfg, note)
 
 
 class Loop:
     def __init__(self, cfg: Config, show_progress: bool = True):
-        self.cfg = cfg
+        parts = build_components(cfg)
+        self.cfg = cfg = parts.cfg
+        self.selfplay_note = parts.note
         self.checkpoint_dir = Path(cfg.checkpoint_root) / cfg.run
         self.log_dir = Path(cfg.log_root) / cfg.run
-        parts = build_components(cfg)
         self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
         self.selfplay, self.train_rng = parts.selfplay, parts.train_rng
         self.replay = ReplayBuffer(cfg.replay.capacity)
@@ -218,7 +228,7 @@ class Loop:
             c = self.counters
             where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
             self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
-                             f"{self.cfg.selfplay.num_actors} actors{self._workers_note()}, "
+                             f"{self.selfplay_note}, "
                              f"{self.cfg.search.kind.value} "
                              f"{self.cfg.search.num_simulations} simulations, network "
                              f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
@@ -280,10 +290,6 @@ class Loop:
         stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
         stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
         self.monitor.close_bar()
-
-    def _workers_note(self) -> str:
-        w = self.cfg.selfplay.num_workers
-        return f" in {w} worker process{'es' if w > 1 else ''}" if w else ""
 
     def train_phase(self) -> TrainStats:
         cfg, c, stats = self.cfg, self.counters, TrainStats()
