@@ -85,7 +85,8 @@ def subset_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, n
     (the root's considered actions, or a node's selection candidates), equal to `sigma` of the
     full row there; and (R,) the sigma of the actions outside the subset (all unvisited: they
     take v_mix). in_play: (R, m) real columns of the subset; has_rest: (R,) some legal action
-    lies outside it. Unvisited actions join the min-max range through v_mix."""
+    lies outside it (else the second result is -inf). Unvisited actions join the min-max range
+    through v_mix."""
     visits = np.where(in_play, visits, 0.0)
     visited = visits > 0
     cq, v_mix = mixed_q(prior, visits, value_sum, node_value)
@@ -100,7 +101,7 @@ def subset_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, n
     else:
         scaled, rest = (cq + 1.0) * 0.5, (v_mix + 1.0) * 0.5
     factor = (c_visit + visits.max(axis=1)) * c_scale
-    return factor[:, None] * scaled, factor * rest
+    return factor[:, None] * scaled, np.where(has_rest, factor * rest, -np.inf)
 
 
 def root_sigma(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, node_value: np.ndarray,
@@ -117,6 +118,6 @@ def subset_improved_policy(prior: np.ndarray, sig: np.ndarray, in_play: np.ndarr
     softmax of the logits) and sigma there; the actions outside the subset hold the remaining
     prior mass and share sigma `rest_sigma` (R,)."""
     shift = np.maximum(np.where(in_play, sig, -np.inf).max(axis=1), rest_sigma)[:, None]
-    weight = np.where(in_play, prior * np.exp(sig - shift), 0.0)
+    weight = prior * np.exp(np.where(in_play, sig - shift, -np.inf))
     rest = np.maximum(1.0 - np.where(in_play, prior, 0.0).sum(axis=1), 0.0) * np.exp(rest_sigma - shift[:, 0])
     return weight / (weight.sum(axis=1) + rest)[:, None]

@@ -90,21 +90,19 @@ class Tree:
         if needed > self.width:
             self.reserve(self.max_nodes, -(-needed // 32) * 32)
         self._clear_columns(actors, nodes, counts)
-        row = np.repeat(np.arange(rows), counts)
         starts = np.cumsum(counts) - counts
+        row = np.repeat(np.arange(rows), counts)
+        base = self._row_base(actors, nodes)  # a row's columns are contiguous: flat = base + column
         column = np.arange(len(row)) - starts[row]
-        index = (actors[row], nodes[row], column)
-        self.edge_move[index] = moves
-        self.edge_label[index] = labels
-        self.edge_logit[index] = logits
-        self.edge_child[index] = -1
-        self.edge_visits[index] = 0.0
-        self.edge_value_sum[index] = 0.0
+        flat = base[row] + column
+        for name, values in (("edge_move", moves), ("edge_label", labels), ("edge_logit", logits),
+                             ("edge_child", -1), ("edge_visits", 0.0), ("edge_value_sum", 0.0)):
+            getattr(self, name).reshape(-1)[flat] = values
         # Rank by logit, then column: one sort of (row, -logit, column) keys.
         bits = logits.astype(np.float32).view(np.uint32).astype(np.int64)
         ordered = np.where(bits >= 1 << 31, bits ^ 0xFFFFFFFF, bits | 1 << 31)  # increasing with the logit
         keys = np.sort((row << 42) | ((0xFFFFFFFF - ordered) << 10) | column)
-        self.edge_order[index] = keys & 1023
+        self.edge_order.reshape(-1)[flat] = keys & 1023
         top = np.maximum.reduceat(logits, starts)
         self.node_logsumexp[actors, nodes] = top + np.log(np.add.reduceat(np.exp(logits - top[row]), starts))
         self.num_edges[actors, nodes] = counts
@@ -112,6 +110,10 @@ class Tree:
         self.node_terminal[actors, nodes] = False
         self.node_children[actors, nodes] = 0
         self.work += len(row)
+
+    def _row_base(self, actors: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Where rows (actor, node) start in the flattened edge arrays."""
+        return (np.asarray(actors, np.int64) * self.max_nodes + nodes) * self.width
 
     def _clear_columns(self, actors, nodes, counts) -> None:
         """Resets to padding the columns past `counts` that an earlier node in the same rows
@@ -122,10 +124,9 @@ class Tree:
         if not total:
             return
         row = np.repeat(np.arange(len(stale)), stale)
-        column = counts[row] + np.arange(total) - (np.cumsum(stale) - stale)[row]
-        index = (actors[row], nodes[row], column)
+        flat = (self._row_base(actors, nodes) + counts)[row] + np.arange(total) - (np.cumsum(stale) - stale)[row]
         for name, fill in _EDGE_FILL.items():
-            getattr(self, name)[index] = fill
+            getattr(self, name).reshape(-1)[flat] = fill
         self.work += total
 
     def candidates(self, actors: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
