@@ -315,7 +315,8 @@ def resolve_selfplay(cfg: Config, device_type: str, cores: int) -> tuple[Config,
     in_process = not cuda or sp.search_threads > 1  # threads: the user chose the in-process overlap
     workers = sp.num_workers if sp.num_workers >= 0 else (0 if in_process else max(1, cores - 1))
     actors = sp.num_actors or (128 if not cuda else min(4096, max(512, 128 * workers)))
-    workers = min(workers, actors)
+    if sp.num_workers < 0:
+        workers = min(workers, actors)
     auto = [key for key, given in (("num_workers", sp.num_workers >= 0), ("num_actors", sp.num_actors > 0))
             if not given]
     note = (f"self-play: {actors} actors, " + (f"{workers} worker processes" if workers else "in process")

@@ -65,9 +65,9 @@ def test_resume_from_a_path(tiny_config, tmp_path):
 
 @pytest.mark.parametrize("override, key", [
     ("search.num_simulations=0", "search.num_simulations"),
-    ("selfplay.num_actors=0", "selfplay.num_actors"),
-    ("selfplay.num_workers=-1", "selfplay.num_workers"),
-    ("selfplay.num_workers=129", "selfplay.num_workers"),
+    ("selfplay.num_actors=-1", "selfplay.num_actors"),
+    ("selfplay.num_workers=-2", "selfplay.num_workers"),
+    ("+experiment=cpu selfplay.num_workers=129", "selfplay.num_workers"),
     ("selfplay.server_wait_ms=-1", "selfplay.server_wait_ms"),
     ("search.max_num_considered_actions=1", "search.max_num_considered_actions"),
     ("device=gpu", "device"),
@@ -76,7 +76,7 @@ def test_resume_from_a_path(tiny_config, tmp_path):
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        to_config(compose_config([override]))
+        to_config(compose_config(override.split()))
 
 
 @pytest.mark.parametrize("override, words", [
@@ -145,3 +145,19 @@ def test_progress_lines_without_a_terminal(tiny_config, tmp_path, monkeypatch):
     train(tiny_config("loop.max_checkpoints=1"), show_progress=True)
     log = (tmp_path / "logs" / "t" / "azshogi.log").read_text()
     assert "self-play → checkpoint 1:" in log and "training → checkpoint 1:" in log
+
+
+def test_self_play_settings_fit_the_machine_when_left_on_auto():
+    from azshogi.config import resolve_selfplay
+
+    auto = to_config(compose_config([]))
+    cfg, note = resolve_selfplay(auto, "cpu", 2)
+    assert (cfg.selfplay.num_actors, cfg.selfplay.num_workers) == (128, 0) and "in process" in note
+    cfg, note = resolve_selfplay(auto, "cuda", 16)
+    assert (cfg.selfplay.num_actors, cfg.selfplay.num_workers) == (1920, 15) and "auto for cuda" in note
+    assert resolve_selfplay(auto, "cuda", 2)[0].selfplay.num_actors == 512
+    given = to_config(compose_config(["selfplay.num_actors=64", "selfplay.num_workers=2"]))
+    cfg, note = resolve_selfplay(given, "cuda", 16)
+    assert (cfg.selfplay.num_actors, cfg.selfplay.num_workers) == (64, 2) and "auto" not in note
+    threads = to_config(compose_config(["selfplay.search_threads=2"]))
+    assert resolve_selfplay(threads, "cuda", 16)[0].selfplay.num_workers == 0

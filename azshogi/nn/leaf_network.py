@@ -136,7 +136,7 @@ class DeviceRunner:
         if not self.pinned:
             return None
         event = torch.cuda.Event()
-        event.record()
+        event.record(torch.cuda.current_stream(self.device))  # this thread's stream on our device
         return event
 
     @staticmethod

@@ -414,7 +414,10 @@ class InferenceServer:
                 at, label_at = at + k, label_at + n
                 self.waiting.discard(i)
                 self.last_heard[i] = now
-                self.conns[i].send_bytes(_DONE)
+                try:
+                    self.conns[i].send_bytes(_DONE)
+                except OSError:  # BrokenPipeError, ConnectionResetError: it has gone
+                    raise ClientLost(i, "its pipe has closed") from None
             self.bytes_in += job.rows * (features.PACKED_BYTES + 4) + job.labels * 2
             self.bytes_out += job.rows * 4 + job.labels * size
             self.evaluator.stats.add(job.rows, time.perf_counter() - job.started)
