@@ -63,7 +63,7 @@ class LeafBatch:
         row = self.size
         if row >= self.capacity:
             raise ValueError(f"a leaf batch of {self.capacity} rows is full")
-        board._dlshogi_make_input_features(self.features1[row], self.features2[row])
+        features.write(board, self.features1, self.features2, row)
         self._moves.append(moves)
         self._turns.append(board.turn)
         self.size = row + 1

@@ -87,6 +87,7 @@ class Simulator:
         """
         start = time.perf_counter()
         tree = self.tree
+        plies = np.asarray(plies, np.int64)
         actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
         roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
         self._ensure_rows(len(actors) * leaves)
@@ -139,13 +140,12 @@ class Simulator:
             depth += 1
             length[active] = depth
             is_new = child < 0
-            for i, a, parent, e in zip(active[is_new].tolist(), who[is_new].tolist(), current[is_new].tolist(),
-                                       edges[is_new].tolist()):
-                index = tree.add_node(a)
-                tree.edge_child[a, parent, e] = index
-                tree.node_children[a, parent] += 1
-                kind[i] = _NEW
-                node[i] = index
+            if is_new.any():
+                fresh = tree.add_nodes(who[is_new])
+                tree.edge_child[who[is_new], current[is_new], edges[is_new]] = fresh
+                tree.node_children[who[is_new], current[is_new]] += 1  # one descent per actor: no repeats
+                kind[active[is_new]] = _NEW
+                node[active[is_new]] = fresh
             known = np.flatnonzero(~is_new)
             k_who, k_child = who[known], child[known]
             terminal = tree.node_terminal[k_who, k_child]
@@ -173,12 +173,13 @@ class Simulator:
         start = time.perf_counter()
         tree, rules, batch = self.tree, self.rules, self.batch
         mate_plies = self.leaf_mate_plies
-        for i in np.flatnonzero(kind == _NEW).tolist():
-            a, n = int(actors[i]), int(node[i])
+        new = np.flatnonzero(kind == _NEW)
+        who = actors[new]
+        for i, a, n, ply in zip(new.tolist(), who.tolist(), node[new].tolist(), (plies[who] + length[new]).tolist()):
             board = boards[a]
             legal = list(board.legal_moves)
-            end = outcome(board, int(plies[a]) + int(length[i]), rules, repetition_plies=TREE_REPETITION_PLIES,
-                          mate_plies=mate_plies, has_legal_move=bool(legal))
+            end = outcome(board, ply, rules, repetition_plies=TREE_REPETITION_PLIES, mate_plies=mate_plies,
+                          has_legal_move=bool(legal))
             if end is not None:
                 tree.set_terminal(a, n, end.value)
                 kind[i] = _KNOWN

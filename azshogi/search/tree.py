@@ -70,6 +70,17 @@ class Tree:
         self.node_children[actor, index] = 0
         return index
 
+    def add_nodes(self, actors: np.ndarray) -> np.ndarray:
+        """`add_node` for several distinct actors at once; returns their new nodes."""
+        index = self.num_nodes[actors]
+        if int(index.max(initial=-1)) >= self.max_nodes:
+            self.reserve(2 * self.max_nodes, self.width)
+        self.num_nodes[actors] = index + 1
+        self.node_terminal[actors, index] = False
+        self.num_edges[actors, index] = 0
+        self.node_children[actors, index] = 0
+        return index
+
     def set_terminal(self, actor: int, node: int, value: float) -> None:
         self.node_terminal[actor, node] = True
         self.node_value[actor, node] = value
@@ -95,9 +106,9 @@ class Tree:
         base = self._row_base(actors, nodes)  # a row's columns are contiguous: flat = base + column
         column = np.arange(len(row)) - starts[row]
         flat = base[row] + column
-        for name, values in (("edge_move", moves), ("edge_label", labels), ("edge_logit", logits),
-                             ("edge_child", -1), ("edge_visits", 0.0), ("edge_value_sum", 0.0)):
-            getattr(self, name).reshape(-1)[flat] = values
+        for name, content in (("edge_move", moves), ("edge_label", labels), ("edge_logit", logits),
+                              ("edge_child", -1), ("edge_visits", 0.0), ("edge_value_sum", 0.0)):
+            getattr(self, name).reshape(-1)[flat] = content
         # Rank by logit, then column: one sort of (row, -logit, column) keys.
         bits = logits.astype(np.float32).view(np.uint32).astype(np.int64)
         ordered = np.where(bits >= 1 << 31, bits ^ 0xFFFFFFFF, bits | 1 << 31)  # increasing with the logit

@@ -18,3 +18,11 @@ run model=small inference.dtype=fp32
 run model=small selfplay.search_threads=2
 run model=small search=puct
 run model=medium
+run model=small selfplay.num_workers=2
+# What everything around the network costs (issue #9): the server alone fed by fake clients,
+# self-play's search with an instant network, and per-move cost against the game's length.
+run bench.network=instant bench.fake_clients=4 selfplay.num_actors=128
+run bench.network=instant bench.fake_clients=4 selfplay.num_actors=512
+run bench.network=instant bench.fake_clients=8 selfplay.num_actors=2048
+run bench.network=instant
+run bench.network=instant "bench.plies=[30,300]"
