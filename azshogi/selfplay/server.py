@@ -23,6 +23,7 @@ import os
 import pickle
 import queue
 import secrets
+import selectors
 import struct
 import threading
 import time
@@ -273,6 +274,8 @@ class InferenceServer:
         self.bytes_in = self.bytes_out = 0  # what crossed the process boundary, evaluations only
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._done: collections.deque = collections.deque()
+        self._selector: Optional[selectors.BaseSelector] = None
+        self._sentinels: dict = {}
         self._thread = threading.Thread(target=self._device_loop, name="azshogi-inference", daemon=True)
         self._thread.start()
 
@@ -298,7 +301,7 @@ class InferenceServer:
         read) raises ClientLost."""
         deadline = time.monotonic() + timeout
         others: list[tuple[int, tuple]] = []
-        watch = {s: i for i, s in (sentinels or {}).items()}
+        self._watch(sentinels or {})
         while True:
             self._finish_done()
             now = time.monotonic()
@@ -310,18 +313,36 @@ class InferenceServer:
             wait = deadline - now
             if self.pending and not self.in_flight:
                 wait = min(wait, max(0.0, self.first_pending_at + self.wait_s - now))
-            ready = connection.wait(self.conns + [self._wake_r] + list(watch), wait)
-            for obj in ready:
-                if obj is self._wake_r:
+            ended = []
+            for key, _ in self._selector.select(wait):
+                kind, i = key.data
+                if kind == "client":
+                    self._receive(i, others)
+                elif kind == "wake":
                     while self._wake_r.poll():
                         self._wake_r.recv_bytes()
-                elif not isinstance(obj, int):
-                    self._receive(self._index[obj.fileno()], others)
-            for i in (watch[obj] for obj in ready if isinstance(obj, int)):
+                else:
+                    ended.append(i)
+            for i in ended:
                 while self.conns[i].poll():  # its last words (an error report) come first
                     self._receive(i, others)
                 if not any(j == i for j, _ in others):
                     raise ClientLost(i, "its process has ended")
+
+    def _watch(self, sentinels: dict) -> None:
+        """One selector for the pipes, the device thread's wake-up and the clients' process
+        sentinels (registered again only when those change)."""
+        if self._selector is None:
+            self._selector = selectors.DefaultSelector()
+            for i, c in enumerate(self.conns):
+                self._selector.register(c, selectors.EVENT_READ, ("client", i))
+            self._selector.register(self._wake_r, selectors.EVENT_READ, ("wake", -1))
+        if sentinels != self._sentinels:
+            for s in self._sentinels.values():
+                self._selector.unregister(s)
+            for i, s in sentinels.items():
+                self._selector.register(s, selectors.EVENT_READ, ("ended", i))
+            self._sentinels = dict(sentinels)
 
     def _receive(self, i: int, others: list) -> None:
         try:
@@ -441,6 +462,9 @@ class InferenceServer:
             except OSError:
                 pass
         self.conns, self._client_ends = [], []
+        if getattr(self, "_selector", None) is not None:
+            self._selector.close()
+            self._selector = None
         if self.block is not None:
             self.block.close()
             self.block = None

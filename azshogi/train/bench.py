@@ -244,7 +244,7 @@ def fake_client_main(handle, packed: np.ndarray, counts: np.ndarray, labels: np.
 
 def _measure_server(parts, out) -> dict:
     from azshogi.selfplay.server import InferenceServer
-    from azshogi.selfplay.workers import shares
+    from azshogi.selfplay.workers import STARTUP_TIMEOUT_S, shares
 
     cfg, evaluator = parts.cfg, parts.evaluator
     b = cfg_bench = cfg.bench
@@ -264,6 +264,11 @@ def _measure_server(parts, out) -> dict:
             server.client_started(i)
             processes.append(p)
         everyone = set(range(len(rows)))
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while server.stats.positions < 2 * sum(rows):  # every client is up and asking
+            if time.monotonic() > deadline or not all(p.is_alive() for p in processes):
+                raise RuntimeError("the fake clients did not start")
+            server.serve(everyone, 0.5)
         server.serve(everyone, cfg_bench.warmup_seconds)
         runs = []
         for r in range(cfg_bench.repeats):
