@@ -157,4 +157,4 @@ class GumbelSearch:
             for a in np.flatnonzero(sample):
                 n = int(num_legal[a])
                 chosen[a] = rngs[a].choice(n, p=policy[a, :n] / policy[a, :n].sum())
-        return make_result(tree, roots, width, chosen, policy)
+        return make_result(tree, roots, width, chosen, policy, np.array([b.turn for b in boards], np.int64))

@@ -107,4 +107,4 @@ class PuctSearch:
         for a in np.flatnonzero(sample):
             n = int(tree.num_edges[a, 0])
             chosen[a] = rngs[a].choice(n, p=policy[a, :n] / policy[a, :n].sum())
-        return make_result(tree, roots, width, chosen, policy)
+        return make_result(tree, roots, width, chosen, policy, np.array([b.turn for b in boards], np.int64))

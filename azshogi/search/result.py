@@ -7,6 +7,7 @@ import numpy as np
 
 from azshogi.search.formulas import root_value
 from azshogi.search.tree import Tree
+from azshogi.shogi import features
 
 
 @dataclass(frozen=True)
@@ -28,16 +29,20 @@ class SearchResult:
     root_value: np.ndarray
 
 
-def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, policy: np.ndarray) -> SearchResult:
-    """Packs the roots' statistics; `chosen` (A,) are edge indices, `policy` (A, width)."""
+def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, policy: np.ndarray,
+                turns: np.ndarray) -> SearchResult:
+    """Packs the roots' statistics; `chosen` (A,) are edge indices, `policy` (A, width), `turns`
+    (A,) the roots' sides to move (for the moves' labels)."""
     actors = np.arange(len(roots))
     visits = tree.edge_visits[actors, roots, :width].copy()
     value = root_value(tree.node_value[actors, roots], tree.edge_value_sum[actors, roots, :width], visits)
     edge_moves = tree.edge_move[actors, roots, :width].copy()
+    labels = np.where(tree.valid(actors, roots, width),
+                      features.labels_of(edge_moves.astype(np.int64), np.asarray(turns, np.int64)[:, None]), 0)
     return SearchResult(
         moves=edge_moves[actors, chosen].astype(np.int64),
         edge_moves=edge_moves,
-        labels=tree.edge_label[actors, roots, :width].copy(),
+        labels=labels.astype(np.int32),
         num_edges=tree.num_edges[actors, roots].copy(),
         policy=policy.astype(np.float32),
         visits=visits,

@@ -56,8 +56,7 @@ class Simulator:
         self.leaf_seconds += time.perf_counter() - start
         logits, probability = self.evaluator.evaluate(batch)
         values = (2.0 * probability - 1.0).astype(np.float32)
-        self.tree.expand(actors, nodes, batch.row_counts, batch.moves, batch.labels[:batch.num_labels], logits,
-                         values)
+        self.tree.expand(actors, nodes, batch.row_counts, batch.moves, logits, values)
         return values
 
     def expand_roots(self, boards: Sequence[cshogi.Board], actors: Optional[np.ndarray] = None) -> None:

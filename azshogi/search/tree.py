@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-_EDGE_FILL = {"edge_move": 0, "edge_label": 0, "edge_logit": -np.inf, "edge_child": -1, "edge_visits": 0.0,
+_EDGE_FILL = {"edge_move": 0, "edge_logit": -np.inf, "edge_child": -1, "edge_visits": 0.0,
               "edge_value_sum": 0.0, "edge_order": 0}
-_EDGE_DTYPES = {"edge_move": np.int32, "edge_label": np.int32, "edge_logit": np.float32, "edge_child": np.int32,
+_EDGE_DTYPES = {"edge_move": np.int32, "edge_logit": np.float32, "edge_child": np.int32,
                 "edge_visits": np.float32, "edge_value_sum": np.float32, "edge_order": np.int16}
 _NODE_DTYPES = {"node_value": np.float32, "node_terminal": np.bool_, "num_edges": np.int32,
                 "node_logsumexp": np.float32, "node_children": np.int32, "written": np.int32}
@@ -87,12 +87,12 @@ class Tree:
         self.num_edges[actor, node] = 0
 
     def expand(self, actors: np.ndarray, nodes: np.ndarray, counts: np.ndarray, moves: np.ndarray,
-               labels: np.ndarray, logits: np.ndarray, values: np.ndarray) -> None:
+               logits: np.ndarray, values: np.ndarray) -> None:
         """Writes the edges of freshly evaluated nodes, all rows at once.
 
         actors, nodes, counts: (R,) rows to expand and their numbers of legal moves; moves,
-        labels, logits: (L,) flat, row after row (L = counts.sum()); values: (R,) in [-1, 1]
-        (the node's side)."""
+        logits: (L,) flat, row after row (L = counts.sum()); values: (R,) in [-1, 1] (the
+        node's side)."""
         counts = np.asarray(counts, np.int64)
         rows = len(counts)
         if not rows:
@@ -106,7 +106,7 @@ class Tree:
         base = self._row_base(actors, nodes)  # a row's columns are contiguous: flat = base + column
         column = np.arange(len(row)) - starts[row]
         flat = base[row] + column
-        for name, content in (("edge_move", moves), ("edge_label", labels), ("edge_logit", logits),
+        for name, content in (("edge_move", moves), ("edge_logit", logits),
                               ("edge_child", -1), ("edge_visits", 0.0), ("edge_value_sum", 0.0)):
             getattr(self, name).reshape(-1)[flat] = content
         # Rank by logit, then column: one sort of (row, -logit, column) keys.
