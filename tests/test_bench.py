@@ -17,3 +17,26 @@ def test_bench_prints_a_json_last_line(tmp_path):
         assert key in result
     assert result["batch"] == 12  # 6 actors x 2 leaves: the batch self-play forms
     assert abs(result["efficiency"] - result["selfplay_nn_evals_per_s"] / result["nn_positions_per_s"]) < 0.002
+
+
+def run_bench(tmp_path, *overrides):
+    proc = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", *TINY, "bench.seconds=0.3",
+                           "bench.warmup_seconds=0.3", "bench.repeats=1", *overrides],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_bench_measures_the_server_alone_with_an_instant_network(tmp_path):
+    result = run_bench(tmp_path, "bench.network=instant", "bench.fake_clients=2")
+    assert result["mode"] == "server" and result["network"] == "instant"
+    assert result["server_positions_per_s"] > 0 and result["server_cpu_us_per_position"] > 0
+    # 636 bytes of planes, a count and 2 bytes per legal move in; 4 + 4 per legal move (fp32) out
+    assert 640 < result["bytes_in_per_position"] < 640 + 2 * 593
+    assert 4 < result["bytes_out_per_position"] < 4 + 4 * 593
+
+
+def test_bench_compares_short_and_long_games(tmp_path):
+    result = run_bench(tmp_path, "bench.network=instant", "bench.plies=[4,60]")
+    assert result["mode"] == "plies" and set(result["positions_per_s"]) == {"4", "60"}
+    assert result["relative"]["4"] == 1.0
