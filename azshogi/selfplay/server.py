@@ -272,6 +272,7 @@ class InferenceServer:
         self.in_flight: list[_Job] = []
         self.last_heard = [time.monotonic()] * len(self.conns)
         self.bytes_in = self.bytes_out = 0  # what crossed the process boundary, evaluations only
+        self.served = 0  # positions evaluated for clients
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._done: collections.deque = collections.deque()
         self._selector: Optional[selectors.BaseSelector] = None
@@ -439,6 +440,7 @@ class InferenceServer:
                     self.conns[i].send_bytes(_DONE)
                 except OSError:  # BrokenPipeError, ConnectionResetError: it has gone
                     raise ClientLost(i, "its pipe has closed") from None
+            self.served += job.rows
             self.bytes_in += job.rows * (features.PACKED_BYTES + 4) + job.labels * 2
             self.bytes_out += job.rows * 4 + job.labels * size
             self.evaluator.stats.add(job.rows, time.perf_counter() - job.started)

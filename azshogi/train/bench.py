@@ -192,8 +192,8 @@ def _measure(parts, out) -> dict:
     server = getattr(selfplay, "server", None)
     wire = str(evaluator.wire).replace("torch.", "")
     bytes_in, bytes_out = transfer_bytes(leaves.size, leaves.num_labels, wire)
-    if server is not None and server.stats.positions:
-        bytes_in, bytes_out = server.bytes_in / server.stats.positions, server.bytes_out / server.stats.positions
+    if server is not None and server.served:
+        bytes_in, bytes_out = server.bytes_in / server.served, server.bytes_out / server.served
     result = _header(parts, batch, out)
     result.update({
         "nn_positions_per_s": round(nn, 1),
@@ -272,11 +272,11 @@ def _measure_server(parts, out) -> dict:
         server.serve(everyone, cfg_bench.warmup_seconds)
         runs = []
         for r in range(cfg_bench.repeats):
-            stats, bytes_before = (server.stats.calls, server.stats.positions), (server.bytes_in, server.bytes_out)
+            stats, bytes_before = (server.stats.calls, server.served), (server.bytes_in, server.bytes_out)
             wall, cpu = time.perf_counter(), time.process_time()
             server.serve(everyone, cfg_bench.seconds)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            calls, positions = server.stats.calls - stats[0], server.stats.positions - stats[1]
+            calls, positions = server.stats.calls - stats[0], server.served - stats[1]
             runs.append({"positions_per_s": positions / wall, "cpu_us_per_position": 1e6 * cpu / max(positions, 1),
                          "mean_batch": positions / max(calls, 1),
                          "bytes_in": (server.bytes_in - bytes_before[0]) / max(positions, 1),
