@@ -119,5 +119,5 @@ def subset_improved_policy(prior: np.ndarray, sig: np.ndarray, in_play: np.ndarr
     prior mass and share sigma `rest_sigma` (R,)."""
     shift = np.maximum(np.where(in_play, sig, -np.inf).max(axis=1), rest_sigma)[:, None]
     weight = prior * np.exp(np.where(in_play, sig - shift, -np.inf))
-    rest = np.maximum(1.0 - np.where(in_play, prior, 0.0).sum(axis=1), 0.0) * np.exp(rest_sigma - shift[:, 0])
-    return weight / (weight.sum(axis=1) + rest)[:, None]
+    rest = np.maximum(1.0 - edge_sum(np.where(in_play, prior, 0.0)), 0.0) * np.exp(rest_sigma - shift[:, 0])
+    return weight / (edge_sum(weight) + rest)[:, None]

@@ -19,7 +19,7 @@ from azshogi.search.base import Evaluator
 from azshogi.search.formulas import completed_q, root_sigma, sigma, subset_improved_policy, subset_sigma
 from azshogi.search.result import SearchResult, make_result
 from azshogi.search.simulator import Simulator
-from azshogi.search.tree import Tree, edge_sum, masked_softmax
+from azshogi.search.tree import Tree, edge_sum, masked_softmax, padded_width
 from azshogi.shogi.rules import Rules
 
 
@@ -102,7 +102,7 @@ class GumbelSearch:
         actors = np.arange(num)
         roots = np.zeros(num, np.int64)
         num_legal = tree.num_edges[actors, roots]
-        width = int(num_legal.max())  # the roots' own width (not the arrays')
+        width = padded_width(int(num_legal.max()), tree.width)  # the roots' own width (not the arrays')
         root_logits = tree.edge_logit[actors, roots, :width]
         gumbel = np.zeros((num, width), np.float32)
         for a in range(num):
@@ -117,7 +117,7 @@ class GumbelSearch:
         base = gumbel + root_logits  # fixed during the search (root logits do not change)
         # Only the considered actions are ever visited at the root, so root selection works on
         # those m columns (by rank) instead of the whole width.
-        m = int(num_considered.max())
+        m = padded_width(int(num_considered.max()), width)
         columns = order[:, :m]
         in_play = np.arange(m)[None, :] < num_considered[:, None]
         base_c = np.where(in_play, np.take_along_axis(base, columns, axis=1), -np.inf)

@@ -17,7 +17,7 @@ from azshogi.search.base import Evaluator
 from azshogi.search.formulas import puct_scores
 from azshogi.search.result import SearchResult, make_result
 from azshogi.search.simulator import Simulator
-from azshogi.search.tree import Tree, masked_softmax
+from azshogi.search.tree import Tree, masked_softmax, padded_width
 from azshogi.shogi.rules import Rules
 
 
@@ -72,14 +72,14 @@ class PuctSearch:
         num = len(boards)
         sim, tree = self.simulator, self.tree
         sim.expand_roots(boards)
-        width = int(tree.num_edges[np.arange(num), 0].max())  # the roots' own width
+        width = padded_width(int(tree.num_edges[np.arange(num), 0].max()), tree.width)  # the roots' own width
         prior_at_root = self.root_prior(num, width, rngs, noise)
         # The root's candidates, as below it but ranked by the noisy prior.
         root_order = np.argsort(-prior_at_root, axis=1, kind="stable")
         root_edges = tree.num_edges[np.arange(num), 0]
 
         def select_root(act: np.ndarray) -> np.ndarray:
-            k = min(int(tree.node_children[act, 0].max()) + 1, width)
+            k = padded_width(int(tree.node_children[act, 0].max()) + 1, width)
             columns = root_order[act, :k]
             ok = np.arange(k)[None, :] <= np.minimum(tree.node_children[act, 0], root_edges[act] - 1)[:, None]
             root = np.zeros(len(act), np.int64)

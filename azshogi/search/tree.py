@@ -144,8 +144,8 @@ class Tree:
         """(R, K) the columns a selection at these nodes may choose — each node's chosen edges
         and its best-ranked unchosen one, in rank order — and (R, K) which are real edges."""
         num = self.num_edges[actors, nodes]
-        k = max(1, min(int(self.node_children[actors, nodes].max(initial=0)) + 1, int(num.max(initial=0))))
         children = self.node_children[actors, nodes]
+        k = padded_width(min(int(children.max(initial=0)) + 1, int(num.max(initial=0))), self.width)
         valid = np.arange(k)[None, :] <= np.minimum(children, num - 1)[:, None]
         self.work += len(actors) * k
         return self.edge_order[actors, nodes, :k].astype(np.int64), valid
@@ -165,6 +165,12 @@ class Tree:
 # blocks of this many columns instead (numpy's own block: within one, trailing zeros change
 # nothing), the block sums added in order.
 _SUM_BLOCK = 128
+
+
+def padded_width(columns: int, limit: int) -> int:
+    """`columns` rounded up to a multiple of 8 (at most `limit`): rows this wide, summed with
+    `edge_sum`, give every row the same result whatever the other rows' widths."""
+    return min(max(8, -(-columns // 8) * 8), limit)
 
 
 def edge_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
