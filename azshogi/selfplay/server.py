@@ -263,7 +263,6 @@ class InferenceServer:
         except BaseException:
             self.close()
             raise
-        self._index = {c.fileno(): i for i, c in enumerate(self.conns)}
         capacity = max(max_batch, max(self.rows))
         self.free = [self.runner.buffers(capacity) for _ in range(depth)]
         self.pending: list[tuple[int, int, int]] = []  # (client, leaves, labels), in arrival order
