@@ -142,6 +142,7 @@ class Loop:
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
         self.trainer = Trainer(self.model, cfg.train, self.device)
         self.counters = Counters()
+        self.plain_config = to_plain(cfg)  # as saved in checkpoints (converted once: it takes a while)
         self.clock = PhaseClock()
         self.show_progress = show_progress
         self.stop_requested = False
@@ -166,7 +167,7 @@ class Loop:
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             },
-            "config": to_plain(self.cfg),
+            "config": self.plain_config,
         }
 
     def load_state_dict(self, state: dict, path: Path) -> None:
@@ -210,9 +211,10 @@ class Loop:
         with self.clock.phase("pause"):
             games = self.selfplay.state_dict()
         with self.clock.phase("checkpoint"):
-            state = self.state_dict(self.stored_replay.checkpoint(), games)
-            path = ckpt.save(state, self.checkpoint_dir, self.counters.checkpoints, partial,
-                             self.cfg.loop.keep_checkpoints)
+            replay = self.stored_replay.checkpoint()
+            path = ckpt.save(self.state_dict(replay, games), self.checkpoint_dir, self.counters.checkpoints,
+                             partial, self.cfg.loop.keep_checkpoints)
+            self.stored_replay.written(path, replay)
             self.stored_replay.prune(ckpt.list_checkpoints(self.checkpoint_dir))
         if self.hcpe3 is not None:
             with self.clock.phase("records"):
@@ -244,11 +246,11 @@ class Loop:
             with self.clock.phase("pause"):
                 self.restore()
             seeded = self.seed_replay()
-            handler = setup_logging(self.log_dir)
+            handler = setup_logging(self.paths.log_file)
             self.monitor = Monitor(self.log_dir, purge_step=self.counters.train_steps + 1 if self.resumed_from else None,
                                    show_progress=self.show_progress)
-            self.paths.config_file.write_text(OmegaConf.to_yaml(to_plain(self.cfg)))
-            self.monitor.hyperparameters(to_plain(self.cfg), self.counters.train_steps)
+            self.paths.config_file.write_text(OmegaConf.to_yaml(self.plain_config))
+            self.monitor.hyperparameters(self.plain_config, self.counters.train_steps)
             self.say_start(seeded)
             c = self.counters
             if self.evaluation_due():  # the evaluation of the checkpoint resumed from was interrupted
@@ -312,19 +314,21 @@ class Loop:
                 self.clock.switch("pause")  # what is left: the moves in flight
             return stop
 
-        with self.clock.phase("selfplay"):
-            for game in self.selfplay.play(until=between_moves):  # ends with the games in progress paused
-                self.replay.add_game(game.record)
-                c.games += 1
-                c.positions += game.length
-                c.positions_since_checkpoint += game.length
-                stats.add_game(game.length, game.termination, game.winner)
-                count.positions, count.games = c.positions_since_checkpoint, stats.games
-                count.game_moves += game.length
-                with self.clock.phase("records"):
-                    self.write_records(game, stats.games)
-        progress.update(count, force=True)
-        progress.close()
+        try:
+            with self.clock.phase("selfplay"):
+                for game in self.selfplay.play(until=between_moves):  # ends with the games in progress paused
+                    self.replay.add_game(game.record)
+                    c.games += 1
+                    c.positions += game.length
+                    c.positions_since_checkpoint += game.length
+                    stats.add_game(game.length, game.termination, game.winner)
+                    count.positions, count.games = c.positions_since_checkpoint, stats.games
+                    count.game_moves += game.length
+                    with self.clock.phase("records"):
+                        self.write_records(game, stats.games)
+            progress.update(count, force=True)
+        finally:
+            progress.close()
         stats.seconds = timer.elapsed()
         done = self.selfplay.counters() - start
         stats.moves_played = done.moves

@@ -31,10 +31,11 @@ LIVE_SCALARS_SECONDS = 30.0  # selfplay/live/ points in TensorBoard this often d
 BAR_REFRESH_SECONDS = 0.5
 
 
-def setup_logging(log_dir: Path) -> logging.Handler:
-    """Appends INFO and above to logs/<run>/azshogi.log; returns the handler (to remove later)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_dir / "azshogi.log", encoding="utf-8")
+def setup_logging(log_file: Path) -> logging.Handler:
+    """Appends INFO and above to `log_file` (logs/<run>/azshogi.log); returns the handler (to
+    remove later)."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)

@@ -199,6 +199,12 @@ class StoredReplay:
         self.segments = [dict(s) for s in state["segments"]] if own else []
         self.stored_end = end if own else self.buffer.begin
 
+    def written(self, checkpoint_file: Path, reference: dict) -> None:
+        """Notes the reference a checkpoint file was written with (`prune` need not read it)."""
+        stat = Path(checkpoint_file).stat()
+        self._references[Path(checkpoint_file)] = ((stat.st_mtime_ns, stat.st_size),
+                                                   {str(s["file"]) for s in reference["segments"]})
+
     def prune(self, checkpoint_files: Sequence[Path]) -> None:
         """Deletes the segments none of `checkpoint_files` (the run's kept ones) refers to; keeps
         everything when one of them cannot be read."""

@@ -148,4 +148,9 @@ class Trainer:
 
 
 def weights_finite(model: torch.nn.Module) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in model.state_dict().values() if t.is_floating_point())
+    """Whether every floating-point weight and buffer is finite. On the CPU the check runs in
+    numpy: torch's per-tensor ops each cost a thread-pool round trip, slow on a busy machine."""
+    tensors = [t.detach() for t in model.state_dict().values() if t.is_floating_point()]
+    if tensors and tensors[0].device.type == "cpu":
+        return all(np.isfinite(t.float().numpy()).all() for t in tensors)
+    return not tensors or bool(torch.isfinite(torch.cat([t.reshape(-1).float() for t in tensors])).all())
