@@ -1,5 +1,7 @@
 """What a run shows while it runs, on a fake clock: the phase accounting, the self-play bar and
 its TensorBoard points, the start-up hint for CPU users."""
+import time
+
 import pytest
 import torch
 
@@ -59,25 +61,25 @@ def test_phases_never_overlap_and_add_up_to_the_wall_time():
         phases.enter("lunch")
 
 
-def progress(clock, writer, eta_now=False, lines=None):
+def progress(clock, writer, eta_now=False, lines=None, show=False):
     return SelfPlayProgress("self-play → checkpoint 1", 1000, 8, (1, 100), eta_now, writer,
-                            (lines if lines is not None else []).append, show=False, quiet_lines=lines is not None,
+                            (lines if lines is not None else []).append, show=show, quiet_lines=lines is not None,
                             clock=clock)
 
 
 def test_the_bar_moves_with_every_move_and_shows_one_rate():
     clock, writer = FakeClock(), FakeWriter()
     bar = progress(clock, writer)
-    assert bar.share() == 0 and bar.text().startswith("0 moves (0 moves/s)")
+    assert bar.share() == 0 and bar.text().startswith("0 moves, 0 moves/s")
     clock.advance(2)
     bar.update(SelfPlayCount(moves=16))  # two moves of 8 games, no game finished yet
     assert 0 < bar.share() < 0.02
-    assert bar.text() == "16 moves (8 moves/s) | positions 0/1,000 | games 0 finished, 8 in flight | 00:02"
+    assert bar.text() == "16 moves, 8 moves/s | 0/1,000 positions | 0 games done, 8 playing | 00:02"
     assert bar.bar.n == int(1000 * bar.share())
     clock.advance(2)
     bar.update(SelfPlayCount(moves=40, positions=24, games=1, game_moves=24))
     # Once a game has finished, the time left: (1000 - 24) positions at 10 moves/s.
-    assert bar.text().endswith("games 1 finished, 8 in flight | 00:04, ~01:37 left")
+    assert bar.text().endswith("1 games done, 8 playing | 00:04, ~01:37 left")
     assert "pos_s" not in bar.text() and bar.text().count("/s") == 1
     bar.update(SelfPlayCount(moves=1200, positions=1000, games=40, game_moves=1000))
     assert bar.share() == 1.0
@@ -114,7 +116,7 @@ def test_without_a_terminal_progress_goes_to_the_log(monkeypatch):
     for _ in range(25):
         clock.advance(1)
         bar.update(SelfPlayCount(moves=80))
-    assert len(lines) == 2 and lines[0].startswith("self-play → checkpoint 1: 7% | 80 moves")
+    assert len(lines) == 2 and lines[0].startswith("self-play → checkpoint 1: 7% | 80 moves, 8 moves/s")
 
 
 def test_a_cpu_run_with_the_gpu_defaults_is_told_about_the_cpu_preset():
@@ -124,3 +126,18 @@ def test_a_cpu_run_with_the_gpu_defaults_is_told_about_the_cpu_preset():
     smaller = Config()
     smaller.loop.positions_per_checkpoint = 6000
     assert cpu_hint(smaller, torch.device("cpu")) is None
+
+
+def test_the_clock_goes_on_while_a_move_is_searched(monkeypatch, capsys):
+    monkeypatch.setattr(monitor, "BAR_TICK_SECONDS", 0.01)
+    clock = FakeClock()
+    bar = progress(clock, FakeWriter(), show=True)
+    clock.advance(5)  # no update: the main thread is busy with a move of every game
+    shown = ""
+    for _ in range(500):
+        shown += capsys.readouterr().err
+        if "| 00:05" in shown:
+            break
+        time.sleep(0.01)
+    bar.close()
+    assert "0 moves, 0 moves/s" in shown and "| 00:05" in shown

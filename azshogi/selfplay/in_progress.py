@@ -16,6 +16,7 @@ tensors (a loaded checkpoint); `unpack` reads either.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -36,14 +37,14 @@ def pack(next_game_id: int, games: Sequence) -> dict:
             "rng": [g.rng.bit_generator.state for g in games],
         },
         "positions": {
-            "hcp": np.array([h for g in games for h in g.hcps], np.uint8).reshape(-1, 32),
-            "root_value": np.array([v for g in games for v in g.root_values], np.float64),
-            "num_entries": np.array([len(x) for x in labels], np.int64),
+            "hcp": np.concatenate([np.zeros((0, 32), np.uint8)] + [np.stack(g.hcps) for g in games if g.hcps]),
+            "root_value": np.fromiter(itertools.chain.from_iterable(g.root_values for g in games), np.float64),
+            "num_entries": np.fromiter(map(len, labels), np.int64, len(labels)),
         },
         "entries": {
-            "label": np.concatenate(labels).astype(np.int16) if labels else np.zeros(0, np.int16),
-            "prob": (np.concatenate([x for g in games for x in g.probs]).astype(np.float32) if labels
-                     else np.zeros(0, np.float32)),
+            "label": np.concatenate([np.zeros(0, np.int16)] + labels).astype(np.int16, copy=False),
+            "prob": np.concatenate([np.zeros(0, np.float32)] + [x for g in games for x in g.probs]).astype(
+                np.float32, copy=False),
         },
     }
 

@@ -13,6 +13,7 @@ import collections
 import json
 import logging
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ PHASE_TAGS = {"train": "training"}  # perf/seconds_<tag>; the training tag preda
 log = logging.getLogger("azshogi")
 PROGRESS_LINE_SECONDS = 60.0  # without a terminal: a progress line in the log this often
 LIVE_SCALARS_SECONDS = 30.0  # selfplay/live/ points in TensorBoard this often during self-play
-BAR_REFRESH_SECONDS = 0.5
+BAR_REFRESH_SECONDS = 0.5  # the self-play bar is redrawn at most this often as moves are played
+BAR_TICK_SECONDS = 1.0  # and at least this often (its clock), however long a move takes
 
 
 def setup_logging(log_file: Path) -> logging.Handler:
@@ -235,8 +237,26 @@ class SelfPlayProgress:
         self.last_live = (self.start, 0)  # time and moves at the last live point
         self.count = SelfPlayCount()
         self.bar = tqdm(total=1000, desc=description, leave=False, disable=not show, dynamic_ncols=True,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
-        self.bar.set_postfix_str(self.text(), refresh=True)
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}|")
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._refresh()
+        if show:  # a move of all games can take seconds on a CPU: the clock goes on meanwhile
+            threading.Thread(target=self._tick, name="azshogi-selfplay-bar", daemon=True).start()
+
+    def _refresh(self) -> None:
+        """Draws the bar: its share, then `text()` (in the format: tqdm's postfix adds a comma)."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self.bar.n = int(1000 * self.share())
+            self.bar.bar_format = ("{desc}: {percentage:3.0f}%|{bar}| "
+                                   + self.text().replace("{", "{{").replace("}", "}}"))
+            self.bar.refresh()
+
+    def _tick(self) -> None:
+        while not self._closed.wait(BAR_TICK_SECONDS):
+            self._refresh()
 
     def share(self) -> float:
         c = self.count
@@ -246,8 +266,8 @@ class SelfPlayProgress:
     def text(self) -> str:
         c, elapsed = self.count, self.clock() - self.start
         rate = c.moves / elapsed if elapsed > 0 else 0.0
-        parts = [f"{c.moves:,} moves ({rate:,.0f} moves/s)", f"positions {c.positions:,}/{self.target:,}",
-                 f"games {c.games:,} finished, {self.in_flight:,} in flight"]
+        parts = [f"{c.moves:,} moves, {rate:,.0f} moves/s", f"{c.positions:,}/{self.target:,} positions",
+                 f"{c.games:,} games done, {self.in_flight:,} playing"]
         when = tqdm.format_interval(elapsed)
         if (self.eta_now or c.games) and rate > 0:
             when += f", ~{tqdm.format_interval(max(0, self.target - c.positions) / rate)} left"
@@ -258,8 +278,7 @@ class SelfPlayProgress:
         now = self.clock()
         if force or now - self.last_refresh >= BAR_REFRESH_SECONDS:
             self.last_refresh = now
-            self.bar.n = int(1000 * self.share())
-            self.bar.set_postfix_str(self.text(), refresh=True)
+            self._refresh()
         if self.quiet_lines and now - self.last_line >= PROGRESS_LINE_SECONDS:
             self.last_line = now
             self.say(f"{self.description}: {self.share():.0%} | {self.text()}")
@@ -280,7 +299,9 @@ class SelfPlayProgress:
         self.last_live = (now, c.moves)
 
     def close(self) -> None:
-        self.bar.close()
+        with self._lock:
+            self._closed.set()
+            self.bar.close()
 
 
 class Timer:
