@@ -55,9 +55,6 @@ from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.trainer import Trainer, weights_finite
 
 CHECKPOINT_FORMAT = ckpt.FORMAT
-# Self-play's speed with the default settings on a 2-core CPU without bf16 (docs/benchmarks.md),
-# for the start-up hint of a CPU run that kept the GPU-sized defaults.
-CPU_MOVES_PER_S = 80
 
 
 class EvaluationInterrupted(Exception):
@@ -448,9 +445,10 @@ def cpu_hint(cfg: Config, device: torch.device) -> Optional[str]:
             default.model, default.search.num_simulations, default.selfplay.num_actors,
             default.loop.positions_per_checkpoint):
         return None
-    return (f"on the CPU, the default settings (sized for a GPU) need {cfg.loop.positions_per_checkpoint:,} "
-            f"positions per checkpoint at about {CPU_MOVES_PER_S} moves/s on a 2-core CPU: several minutes per "
-            f"checkpoint. For a run sized for a CPU: azshogi +experiment=cpu")
+    return (f"running on the CPU with the default settings, which are sized for a GPU: each checkpoint needs "
+            f"{cfg.loop.positions_per_checkpoint:,} positions, which takes from many minutes to hours on a CPU "
+            f"(docs/benchmarks.md; the bar shows the time left once games finish). For a run sized for a CPU: "
+            f"azshogi +experiment=cpu")
 
 
 def train(cfg: Config, show_progress: bool = True) -> Counters:
