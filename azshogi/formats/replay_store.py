@@ -185,7 +185,8 @@ class ReplayStore:
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
-                raise ReplayStoreError(f"replay segment file missing: {path}") from None
+                raise ReplayStoreError(f"replay segment file missing: {path} (a checkpoint's replay window lives in "
+                                       f"the replay/ folder beside it: copy a run's whole folder)") from None
             except OSError as e:
                 raise ReplayStoreError(f"cannot read replay segment {path}: {e}") from None
             stored_first, block = decode(data, str(path))
