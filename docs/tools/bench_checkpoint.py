@@ -108,7 +108,7 @@ def main() -> None:
     ap.add_argument("--phase-positions", type=int, default=20_000, help="new positions per phase")
     ap.add_argument("--actors", type=int, default=128, help="games in flight")
     ap.add_argument("--plies", type=int, default=300, help="plies of every game in flight")
-    ap.add_argument("--workers", type=int, default=2, help="worker processes for the pause/resume cycle")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes for the pause/resume cycle (0: in process)")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
 
@@ -128,7 +128,7 @@ def main() -> None:
     cfg.loop.keep_checkpoints = 5
     cfg = to_config(cfg)
 
-    pool = random_game_pool(64, 256, seed=1)
+    pool = random_game_pool(min(64, max(4, args.positions // 2000)), 256, seed=1)
     loop = Loop(cfg, show_progress=False)
     next_id = fill_replay(loop, pool, args.positions, 10**6)
     long_games(loop.selfplay.selfplay, args.plies, seed=2)
@@ -153,10 +153,10 @@ def main() -> None:
     ckpt_files = sorted(run_dir.glob("ckpt-*.pt"))
     state = loop.selfplay.state_dict()
 
-    # pause/resume with workers: the games in progress out of the workers and back
+    # pause/resume: the games in progress out of the workers (or the in-process driver) and back
     wcfg = Config()
     wcfg.device, wcfg.selfplay.num_actors, wcfg.selfplay.num_workers = "cpu", args.actors, args.workers
-    driver = build_components(to_config(wcfg)).selfplay
+    driver = build_components(to_config(wcfg)).selfplay if args.workers else loop.selfplay
     cycles = []
     try:
         driver.load_state_dict(state)
