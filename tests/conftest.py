@@ -29,6 +29,24 @@ TINY = [
 ]
 
 
+def games_in_progress(state: dict) -> list:
+    """A checkpoint's (or a driver's) games in progress, one dict per game: game_id, moves (USI),
+    root_values, hcps, labels, probs (selfplay/in_progress.py)."""
+    from azshogi.selfplay import in_progress
+
+    return in_progress.unpack(state["selfplay"] if "selfplay" in state else state)
+
+
+def replay_window(checkpoint_file):
+    """The replay window a checkpoint file names, read from the store beside it (Positions)."""
+    from azshogi.formats import checkpoint as ckpt
+    from azshogi.formats.paths import replay_store_of
+    from azshogi.formats.replay_store import ReplayStore
+
+    replay = ckpt.load(checkpoint_file)["replay"]
+    return ReplayStore(replay_store_of(checkpoint_file)).read(replay["segments"], replay["begin"], replay["end"])
+
+
 def compose_config(overrides=()):
     """The DictConfig `azshogi OVERRIDES...` would see."""
     GlobalHydra.instance().clear()

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from azshogi.config import Config
+from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import SelfPlay
 from azshogi.train.loop import Loop, rules_of
 
@@ -81,7 +82,7 @@ def games_of_driver(driver, cfg: Config) -> dict:
     if isinstance(inner, SelfPlay):
         return games_of(inner)
     state = driver.state_dict()
-    reader = SelfPlay(None, rules_of(cfg), len(state["games"]), cfg.seed, cfg.replay.min_policy_prob)
+    reader = SelfPlay(None, rules_of(cfg), in_progress.num_games(state), cfg.seed, cfg.replay.min_policy_prob)
     reader.load_state_dict(state)
     return games_of(reader)
 

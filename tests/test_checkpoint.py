@@ -28,14 +28,22 @@ def test_a_crashed_temporary_file_is_ignored(tmp_path):
     assert ckpt.latest(tmp_path).name == "ckpt-00001.pt"
 
 
+def names(directory):
+    return [p.name for p in ckpt.list_checkpoints(directory)]
+
+
 def test_keeps_the_newest_and_orders_partial_after_full(tmp_path):
     for n in range(1, 5):
         ckpt.save({"n": n}, tmp_path, n, partial=False, keep=2)
-    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["ckpt-00003.pt", "ckpt-00004.pt"]
+    assert names(tmp_path) == ["ckpt-00003.pt", "ckpt-00004.pt"]
+    # A partial checkpoint does not count towards keep: it pushes out no full one.
     ckpt.save({"n": "4+"}, tmp_path, 4, partial=True, keep=2)
+    assert names(tmp_path) == ["ckpt-00003.pt", "ckpt-00004.pt", "ckpt-00004-partial.pt"]
     assert ckpt.latest(tmp_path).name == "ckpt-00004-partial.pt"
+    ckpt.save({"n": "4++"}, tmp_path, 4, partial=True, keep=1)  # a second stop in the same phase
+    assert names(tmp_path) == ["ckpt-00004.pt", "ckpt-00004-partial.pt"]
     ckpt.save({"n": 5}, tmp_path, 5, partial=False, keep=5)  # supersedes the partial phase
-    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["ckpt-00004.pt", "ckpt-00005.pt"]
+    assert names(tmp_path) == ["ckpt-00004.pt", "ckpt-00005.pt"]
 
 
 def test_corrupt_checkpoint_names_the_file(tmp_path):

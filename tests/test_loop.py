@@ -1,13 +1,15 @@
 """The whole loop through Hydra's compose API: checkpoints, TensorBoard, resume, errors (exact
 resume: test_resume.py)."""
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from conftest import compose_config
+from conftest import compose_config, games_in_progress, replay_window
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from azshogi.config import ConfigError, to_config
@@ -36,7 +38,7 @@ def test_end_to_end_two_checkpoints(tiny_config, tmp_path, workers):
     assert list((tmp_path / "logs" / "t" / "games").glob("*.kif"))
     state = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")
     assert state["config"]["model"]["channels"] == 16
-    assert len(state["selfplay"]["games"]) == 6  # the games in progress are in the checkpoint
+    assert len(games_in_progress(state)) == 6  # the games in progress are in the checkpoint
 
 
 def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):
@@ -161,3 +163,121 @@ def test_self_play_settings_fit_the_machine_when_left_on_auto():
     assert (cfg.selfplay.num_actors, cfg.selfplay.num_workers) == (64, 2) and "auto" not in note
     threads = to_config(compose_config(["selfplay.search_threads=2"]))
     assert resolve_selfplay(threads, "cuda", 16)[0].selfplay.num_workers == 0
+
+
+def scalars(log_dir: Path) -> dict:
+    """{tag: [(step, value), ...]}"""
+    acc = EventAccumulator(str(log_dir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_phase_times_add_up_to_the_wall_time(tiny_config, tmp_path, monkeypatch):
+    monkeypatch.setattr("azshogi.train.monitor.LIVE_SCALARS_SECONDS", 0.0)  # a live point at every move
+    cfg = tiny_config("loop.max_checkpoints=2", "eval.every=1", "eval.games=2", "eval.anchors=[random]",
+                      "eval.previous=false", "eval.records_saved=0")
+    train(cfg, show_progress=False)
+    points = scalars(tmp_path / "logs" / "t")
+    phases = ["selfplay", "pause", "training", "checkpoint", "eval", "records", "other"]
+    for i, step in enumerate([4, 8]):
+        seconds = {p: dict(points[f"perf/seconds_{p}"])[step] for p in phases}
+        wall = dict(points["perf/seconds_wall"])[step]
+        assert sum(seconds.values()) == pytest.approx(wall, rel=1e-4)
+        assert seconds["other"] <= 0.05 * wall + 0.1, seconds  # the named phases hold nearly all of it
+        for p in ("selfplay", "training", "checkpoint", "records"):
+            assert seconds[p] > 0, p
+        assert (seconds["eval"] > 0) == (i == 1)  # checkpoint 1's evaluation runs before checkpoint 2's line
+        assert dict(points["perf/selfplay_share"])[step] == pytest.approx(seconds["selfplay"] / wall, rel=1e-4)
+    log = (tmp_path / "logs" / "t" / "azshogi.log").read_text()
+    assert "checkpoint 2: step 8 |" in log and "s (" in log and "pause/resume" in log
+    # The termination mix as rates, and self-play points during each phase at steps inside it.
+    rates = [dict(points[f"selfplay/termination_rate/{t}"]) for t in ("max_plies", "checkmate", "repetition")]
+    assert sum(r[4] for r in rates) == pytest.approx(1.0, abs=1e-6)
+    live = [step for step, _ in points["selfplay/live/moves_per_s"]]
+    assert live and all(1 <= s <= 4 for s in live if s <= 4) and any(5 <= s <= 8 for s in live)
+    assert {"selfplay/live/games_finished", "selfplay/live/positions", "selfplay/live/mean_game_length"} <= set(points)
+
+
+def test_an_interrupted_evaluation_runs_again_on_resume(tiny_config, tmp_path, monkeypatch):
+    import azshogi.play.gauntlet as gauntlet
+
+    calls = []
+
+    def interrupted(model, cfg, device, log_dir, checkpoint, *args, **kwargs):
+        calls.append(checkpoint)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the matches
+        time.sleep(30)
+        raise AssertionError("the evaluation was not interrupted")
+
+    monkeypatch.setattr(gauntlet, "evaluate_checkpoint", interrupted)
+    counters = train(tiny_config("eval.every=1", "loop.max_checkpoints=3"), show_progress=False)
+    assert calls == [1] and counters.checkpoints == 1 and counters.evaluated == 0
+    run = tmp_path / "checkpoints" / "t"
+    assert [p.name for p in ckpt.list_checkpoints(run)] == ["ckpt-00001.pt", "ckpt-00001-partial.pt"]
+    assert "evaluation of checkpoint 1 interrupted" in (tmp_path / "logs" / "t" / "azshogi.log").read_text()
+    done = []
+    monkeypatch.setattr(gauntlet, "evaluate_checkpoint", lambda *args, **kwargs: done.append(args[4]))
+    counters = train(tiny_config("eval.every=1", "loop.max_checkpoints=2"), show_progress=False)
+    assert done == [1, 2] and counters.evaluated == 2
+
+
+@pytest.mark.parametrize("override, error", [
+    ("resume={tmp}/missing.pt", "checkpoint not found"),
+    ("replay.seed_files=[{tmp}/missing.hcpe]", "missing.hcpe"),
+])
+def test_a_failed_start_leaves_nothing_behind(tiny_config, tmp_path, override, error):
+    with pytest.raises(Exception, match=error):
+        train(tiny_config(override.format(tmp=tmp_path)), show_progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_hydra_run_dir_places_the_run(tmp_path):
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from azshogi.commands.app import place_run
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="azshogi.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"hydra.run.dir={tmp_path / 'x'}", "log_root=/abs/logs"],
+                      return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        place_run(cfg)
+    finally:
+        HydraConfig.instance().cfg = None
+    assert cfg.checkpoint_root == str(tmp_path / "x" / "checkpoints") and cfg.log_root == "/abs/logs"
+
+
+def test_a_format_1_checkpoint_resumes(tiny_config, tmp_path):
+    """A checkpoint written before the replay store (tests/data/format1/make_format1.py): its
+    replay window and games in progress come back exactly; the next checkpoint stores them."""
+    from azshogi.train.loop import Loop
+
+    old_file = Path(__file__).parent / "data" / "format1" / "ckpt-00001-partial.pt"
+    old = ckpt.load(old_file)
+    assert old["format"] == 1
+    overrides = ["model.value_hidden=8", "selfplay.num_actors=3", "rules.max_plies=16", "replay.capacity=30",
+                 "loop.positions_per_checkpoint=40", "selfplay.write_hcpe3=false", f"resume={old_file}"]
+    loop = Loop(tiny_config(*overrides, "loop.max_checkpoints=1"), show_progress=False)
+    loop.restore()
+    window = loop.replay.positions(loop.replay.begin, loop.replay.end)
+    assert loop.replay.end == old["replay"]["total_added"] == 48
+    assert np.array_equal(window.hcps, old["replay"]["hcps"].numpy())
+    assert np.array_equal(window.labels, old["replay"]["labels"].numpy())
+    assert [a.moves for a in loop.selfplay.selfplay.actors] == [g["moves"] for g in old["selfplay"]["games"]]
+    assert loop.counters.evaluated == 1
+    counters = train(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)
+    assert counters.checkpoints == 2
+    new = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")
+    assert new["format"] == 2 and new["replay"]["end"] == counters.positions
+    assert len(replay_window(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")) == 30
+
+
+def test_a_failed_start_from_the_command_line_leaves_nothing(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "azshogi", "resume=missing.pt"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "azshogi: error: checkpoint not found: missing.pt"
+    assert list(tmp_path.iterdir()) == []

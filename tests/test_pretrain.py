@@ -10,6 +10,7 @@ import cshogi
 import numpy as np
 import pytest
 import torch
+from conftest import replay_window
 from cshogi import dlshogi
 from interop_helpers import (
     CHECKMATE,
@@ -90,17 +91,17 @@ def test_the_loop_seeds_its_buffer_once_from_hcpe_and_hcpe3(tmp_path):
     seeds = f"replay.seed_files=[{tmp_path / 'a.hcpe'},{tmp_path / 'b.hcpe3'}]"
     loop = Loop(small_config(tmp_path, "run=seeded", seeds), show_progress=False)
     loop.run()
-    state = ckpt.load(tmp_path / "checkpoints" / "seeded" / "ckpt-00001.pt")["replay"]
-    seeded = int((state["game_ids"] < 0).sum())
+    first = tmp_path / "checkpoints" / "seeded" / "ckpt-00001.pt"
+    seeded = int((replay_window(first).game_ids < 0).sum())
     assert seeded == 30 + 1 + 1 + 6
-    assert state["total_added"] == seeded + loop.counters.positions
+    assert ckpt.load(first)["replay"]["end"] == seeded + loop.counters.positions
     # Self-play games of the phase were written as hcpe3 next to the checkpoint.
     assert (tmp_path / "logs" / "seeded" / "hcpe3" / "ckpt-00001.hcpe3").is_file()
     # Resuming does not seed again.
     again = Loop(small_config(tmp_path, "run=seeded", seeds, "loop.max_checkpoints=2"), show_progress=False)
     again.run()
     state = ckpt.load(tmp_path / "checkpoints" / "seeded" / "ckpt-00002.pt")["replay"]
-    assert state["total_added"] == seeded + again.counters.positions
+    assert state["end"] == seeded + again.counters.positions
 
 
 def test_the_console_script_runs(tmp_path):

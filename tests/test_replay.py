@@ -1,14 +1,13 @@
-"""The replay buffer: window, sampling, features from hcp, and a save/load round trip."""
-import io
-
+"""The replay buffer: window, sampling, features from hcp; the replay store: an exact round trip,
+pruning, clear errors."""
 import numpy as np
 import pytest
-import torch
 from test_features import random_positions
 
+from azshogi.formats.replay_store import ReplayStore, ReplayStoreError
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord
-from azshogi.train.replay import ReplayBuffer
+from azshogi.train.replay import ReplayBuffer, StoredReplay
 
 
 def make_game(game_id, boards, rng):
@@ -74,26 +73,122 @@ def test_entry_ring_evicts_positions_too(games):
     assert buffer.sample(8, np.random.default_rng(0)).policy.shape == (8, 2187)
 
 
-def test_save_load_round_trip(games):
-    buffer = ReplayBuffer(capacity=35)
+def add_one_at_a_time(capacity, entry_capacity, games):
+    """The window (positions' game ids and entry counts, oldest first) that adding positions one
+    at a time leaves: evict the oldest until the new one fits both rings."""
+    window = []
+    for g in games:
+        for i in range(len(g)):
+            count = int(g.policy_offsets[i + 1] - g.policy_offsets[i])
+            while len(window) >= capacity or sum(c for _, c in window) + count > entry_capacity:
+                window.pop(0)
+            window.append((g.game_id, count))
+    return window
+
+
+@pytest.mark.parametrize("capacity, per_position", [(100, 64), (25, 64), (50, 1), (7, 2), (1, 5)])
+def test_adding_whole_games_leaves_what_adding_positions_one_by_one_would(games, capacity, per_position):
+    buffer = ReplayBuffer(capacity, entries_per_position=per_position)
     for g in games:
         buffer.add_game(g)
-    data = io.BytesIO()
-    torch.save(buffer.state_dict(), data)
-    data.seek(0)
-    restored = ReplayBuffer(capacity=35)
-    restored.load_state_dict(torch.load(data, weights_only=True))
-    assert len(restored) == len(buffer) and restored.total_added == buffer.total_added
-    a = buffer.sample(40, np.random.default_rng(7))
-    b = restored.sample(40, np.random.default_rng(7))
-    for name in ("features1", "features2", "policy", "result", "root_value"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    window = buffer.positions(buffer.begin, buffer.end)
+    expected = add_one_at_a_time(capacity, capacity * per_position, games)
+    assert list(zip(window.game_ids.tolist(), window.entry_counts.tolist())) == expected
+    assert buffer.entry_end - buffer.entry_begin == sum(c for _, c in expected) == len(window.labels)
+    assert buffer.total_added == 60
+
+
+def test_positions_come_back_as_they_went_in(games):
+    buffer = ReplayBuffer(capacity=100)
+    for g in games:
+        buffer.add_game(g)
+    block = buffer.positions(10, 30)  # games 1 and 2
+    assert np.array_equal(block.hcps, np.concatenate([games[1].hcps, games[2].hcps]))
+    assert np.array_equal(block.labels, np.concatenate([games[1].labels, games[2].labels]))
+    assert np.array_equal(block.probs, np.concatenate([games[1].probs, games[2].probs]).astype(np.float16))
+    with pytest.raises(ValueError, match="not all in the window"):
+        buffer.positions(50, 61)
+
+
+def same_samples(a, b, seed=7):
+    x, y = a.sample(40, np.random.default_rng(seed)), b.sample(40, np.random.default_rng(seed))
+    return all(np.array_equal(getattr(x, n), getattr(y, n))
+               for n in ("features1", "features2", "policy", "result", "root_value"))
+
+
+def test_stored_replay_round_trip_is_exact(games, tmp_path):
+    """A checkpoint after every game (the window wraps around both rings): each one, restored
+    into a new buffer, samples exactly what the original did at that point, and after the
+    remaining games exactly what a buffer that was never saved does."""
+    buffer = ReplayBuffer(capacity=35, entries_per_position=3)
+    stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
+    never_saved = ReplayBuffer(capacity=35, entries_per_position=3)
+    for g in games:
+        never_saved.add_game(g)
+    saved = []
+    for k, g in enumerate(games):
+        buffer.add_game(g)
+        ref = stored.checkpoint()
+        assert (ref["begin"], ref["end"]) == (buffer.begin, buffer.end)
+        saved.append(ref)
+        restored = ReplayBuffer(capacity=35, entries_per_position=3)
+        StoredReplay(restored, ReplayStore(tmp_path / "replay")).restore(ref, tmp_path / "ckpt-00001.pt")
+        assert (restored.begin, restored.end) == (buffer.begin, buffer.end)
+        assert same_samples(buffer, restored, seed=k)
+        for later in games[k + 1:]:
+            restored.add_game(later)
+        assert (restored.begin, restored.end) == (never_saved.begin, never_saved.end)
+        assert same_samples(never_saved, restored, seed=k)
+    # Each checkpoint wrote only its new positions.
+    files = sorted((tmp_path / "replay").iterdir())
+    assert len(files) == len(games)
+    sizes = [f.stat().st_size for f in files]
+    assert max(sizes) < 2 * min(sizes)
     # A smaller buffer keeps the newest positions.
     small = ReplayBuffer(capacity=12)
-    small.load_state_dict(buffer.state_dict())
-    assert len(small) == 12
-    slots = (small.begin + np.arange(12)) % 12
-    assert small.game_ids[slots].tolist() == [4] * 2 + [5] * 10
+    StoredReplay(small, ReplayStore(tmp_path / "replay")).restore(saved[-1], tmp_path / "ckpt-00001.pt")
+    assert len(small) == 12 and small.positions(small.begin, small.end).game_ids.tolist() == [4] * 2 + [5] * 10
+
+
+def test_prune_keeps_what_kept_checkpoints_name(games, tmp_path):
+    from azshogi.formats import checkpoint as ckpt
+
+    buffer = ReplayBuffer(capacity=25)
+    stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
+    for n, g in enumerate(games, start=1):
+        buffer.add_game(g)
+        ckpt.save({"replay": stored.checkpoint()}, tmp_path, n, partial=False, keep=2)
+        stored.prune(ckpt.list_checkpoints(tmp_path))
+    kept = [ckpt.load(p) for p in ckpt.list_checkpoints(tmp_path)]
+    named = {s["file"] for state in kept for s in state["replay"]["segments"]}
+    assert {p.name for p in (tmp_path / "replay").iterdir()} == named
+    # The oldest kept checkpoint still reads back: game 4 (10 positions) is in its window.
+    first = kept[0]["replay"]
+    block = ReplayStore(tmp_path / "replay").read(first["segments"], first["begin"], first["end"])
+    assert len(block) == first["end"] - first["begin"] == 25
+
+
+def test_a_missing_or_corrupt_segment_names_the_file(games, tmp_path):
+    buffer = ReplayBuffer(capacity=100)
+    stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
+    for g in games[:3]:
+        buffer.add_game(g)
+        ref = stored.checkpoint()
+    path = tmp_path / "replay" / ref["segments"][1]["file"]
+    restored = StoredReplay(ReplayBuffer(100), ReplayStore(tmp_path / "replay"))
+    data = path.read_bytes()
+    path.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    with pytest.raises(ReplayStoreError, match=f"{path.name}: corrupt replay segment"):
+        restored.restore(ref, tmp_path / "ckpt.pt")
+    path.write_bytes(data[:-3])
+    with pytest.raises(ReplayStoreError, match=f"{path.name}: corrupt replay segment"):
+        restored.restore(ref, tmp_path / "ckpt.pt")
+    path.write_bytes(b"")
+    with pytest.raises(ReplayStoreError, match=f"{path.name}: not a replay segment"):
+        restored.restore(ref, tmp_path / "ckpt.pt")
+    path.unlink()
+    with pytest.raises(ReplayStoreError, match=f"replay segment file missing: .*{path.name}"):
+        restored.restore(ref, tmp_path / "ckpt.pt")
 
 
 def test_empty_buffer_cannot_be_sampled():

@@ -104,6 +104,7 @@ def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(str
     run_dir = root / "checkpoints" / "stopped"
     run_dir.mkdir(parents=True)
     shutil.copy(root / "checkpoints" / "straight" / CHECKPOINTS[phase - 2], run_dir)  # where that phase began
+    shutil.copytree(root / "checkpoints" / "straight" / "replay", run_dir / "replay")  # its replay window
     partial = run_dir / f"ckpt-{phase - 1:05d}-partial.pt"
     first = RecordingLoop(cfg, stop_after_games=1)
     first.run()

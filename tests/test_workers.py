@@ -8,15 +8,17 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from conftest import TINY
+from conftest import TINY, games_in_progress, replay_window
 
 from azshogi.formats import checkpoint as ckpt
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.nn.leaf_network import DeviceRunner, InstantNetwork
+from azshogi.selfplay import in_progress
 from azshogi.selfplay.server import (
     SHM_PREFIX,
     ClientEvaluator,
@@ -215,11 +217,11 @@ def test_workers_pause_and_continue_their_games_with_the_new_weights(tiny_config
     try:
         set_value_head(model, 0.0)
         finished = list(driver.play(until=lambda: driver.counters().moves >= 30))
-        before = {g["game_id"]: g for g in driver.state_dict()["games"]}
+        before = {g["game_id"]: g for g in games_in_progress(driver.state_dict())}
         assert not finished and len(before) == 6
         set_value_head(model, 20.0)  # training's stand-in: the same nn.Module, changed in place
         finished = list(driver.play(until=lambda: driver.counters().moves >= 60))
-        after = {g["game_id"]: g for g in driver.state_dict()["games"]}
+        after = {g["game_id"]: g for g in games_in_progress(driver.state_dict())}
         pids = driver.pids
     finally:
         driver.close()
@@ -263,9 +265,9 @@ def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
 
 def test_a_failing_worker_sends_its_error(tiny_config):
     driver = build_components(tiny_config("selfplay.num_workers=2")).selfplay
-    game = {"game_id": 0, "rng": np.random.default_rng(0).bit_generator.state, "moves": ["5a5b"],
-            "hcps": torch.zeros((0, 32), dtype=torch.uint8), "labels": [], "probs": [], "root_values": []}
-    driver.load_state_dict({"next_game_id": 1, "games": [game]})  # black cannot move the white king
+    game = SimpleNamespace(game_id=0, rng=np.random.default_rng(0), moves=["5a5b"], hcps=[], labels=[], probs=[],
+                           root_values=[])
+    driver.load_state_dict(in_progress.pack(1, [game]))  # black cannot move the white king
     try:
         with pytest.raises(WorkerError, match=r"(?s)self-play worker 0 \(pid \d+\) failed:.*illegal move '5a5b'"):
             driver.state_dict()  # starts the workers, which load their shares first
@@ -283,18 +285,18 @@ def test_end_to_end_with_two_workers_and_resume(tiny_config, tmp_path):
     assert counters.checkpoints == 2 and counters.train_steps == 8 and counters.positions >= 2 * 60
     run = tmp_path / "checkpoints" / "t"
     first, second = ckpt.load(run / "ckpt-00001.pt"), ckpt.load(run / "ckpt-00002.pt")
-    assert second["replay"]["total_added"] == second["counters"]["positions"] == counters.positions
-    assert len(second["selfplay"]["games"]) == 6
-    ids = [g["game_id"] for g in second["selfplay"]["games"]]
+    assert second["replay"]["end"] == second["counters"]["positions"] == counters.positions
+    assert len(games_in_progress(second)) == 6
+    ids = [g["game_id"] for g in games_in_progress(second)]
     assert len(set(ids)) == 6
-    saved = {g["game_id"]: g["moves"] for g in first["selfplay"]["games"]}
-    in_progress = {g["game_id"]: g["moves"] for g in second["selfplay"]["games"]}
-    finished_ids = second["replay"]["game_ids"].tolist()
+    saved = {g["game_id"]: g["moves"] for g in games_in_progress(first)}
+    playing = {g["game_id"]: g["moves"] for g in games_in_progress(second)}
+    finished_ids = replay_window(run / "ckpt-00002.pt").game_ids.tolist()
     for game_id, moves in saved.items():
         # Every game saved at checkpoint 1 went on after the restart: it is still in progress
         # with its moves extended, or it finished and all its positions reached the buffer.
-        if game_id in in_progress:
-            assert in_progress[game_id][:len(moves)] == moves
+        if game_id in playing:
+            assert playing[game_id][:len(moves)] == moves
         else:
             assert finished_ids.count(game_id) > len(moves), game_id
     assert our_segments() == []
@@ -334,7 +336,7 @@ def test_sigterm_with_workers_ends_with_a_checkpoint_and_leaves_nothing(tmp_path
     assert "stopped; saved" in err
     latest = ckpt.latest(run_dir)
     assert latest.name.endswith("-partial.pt")
-    assert len(ckpt.load(latest)["selfplay"]["games"]) == 6
+    assert len(games_in_progress(ckpt.load(latest))) == 6
     assert our_segments(proc.pid) == [] and all_gone(helpers)
 
 

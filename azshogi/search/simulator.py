@@ -85,7 +85,6 @@ class Simulator:
         roots: (A,) the node each tree's search starts from (default 0).
         """
         start = time.perf_counter()
-        tree = self.tree
         plies = np.asarray(plies, np.int64)
         actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
         roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)

@@ -2,7 +2,8 @@
 
 Every actor owns one cshogi Board and the positions its game has produced so far (hcp, sparse
 policy target, root value), which become a GameRecord for the replay buffer when the game ends.
-Games in progress survive a training phase and a checkpoint (see `state_dict`).
+Games in progress survive a training phase and a checkpoint (`state_dict`: in_progress.py's
+flat arrays).
 
 The loop drives self-play through a `SelfPlayDriver` (drivers.py).
 """
@@ -13,8 +14,8 @@ from typing import Optional
 
 import cshogi
 import numpy as np
-import torch
 
+from azshogi.selfplay import in_progress
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.rules import Outcome, Rules, Termination, outcome, winner
@@ -112,40 +113,27 @@ class SelfPlay:
                             offsets, np.concatenate(actor.labels), np.concatenate(actor.probs))
         return FinishedGame(record, list(actor.moves), end.termination, win)
 
-    # --- games in progress, for checkpoints (plain values and tensors only) ---
+    # --- games in progress, for checkpoints and pipes: flat arrays (in_progress.py) ---
 
     def state_dict(self) -> dict:
-        games = []
-        for a in self.actors:
-            games.append({
-                "game_id": a.game_id,
-                "rng": a.rng.bit_generator.state,
-                "moves": list(a.moves),
-                "hcps": torch.from_numpy(np.stack(a.hcps) if a.hcps else np.zeros((0, 32), np.uint8)),
-                "labels": [torch.from_numpy(x) for x in a.labels],
-                "probs": [torch.from_numpy(x) for x in a.probs],
-                "root_values": list(a.root_values),
-            })
-        return {"next_game_id": self.next_game_id, "games": games}
+        return in_progress.pack(self.next_game_id, self.actors)
 
     def load_state_dict(self, state: dict) -> None:
         """Restores the games in progress; with fewer actors now, the extra games are dropped,
         with more, new games start."""
         self.next_game_id = int(state["next_game_id"])
         actors = []
-        for g in state["games"][:len(self.actors)]:
-            actor = Actor(int(g["game_id"]), game_rng(self.seed, int(g["game_id"])))
+        for g in in_progress.unpack(in_progress.take(state, 0, min(len(self.actors), in_progress.num_games(state)))):
+            actor = Actor(g["game_id"], game_rng(self.seed, g["game_id"]))
             actor.rng.bit_generator.state = g["rng"]
             for usi in g["moves"]:
                 move = actor.board.move_from_usi(usi)
                 if not move or not actor.board.is_legal(move):
                     raise ValueError(f"saved game {actor.game_id}: illegal move {usi!r}")
                 actor.board.push(move)
-            actor.moves = list(g["moves"])
-            actor.hcps = list(g["hcps"].numpy())
-            actor.labels = [x.numpy() for x in g["labels"]]
-            actor.probs = [x.numpy() for x in g["probs"]]
-            actor.root_values = list(g["root_values"])
+            actor.moves = g["moves"]
+            actor.hcps, actor.root_values = g["hcps"], g["root_values"]
+            actor.labels, actor.probs = g["labels"], g["probs"]
             actors.append(actor)
         while len(actors) < len(self.actors):
             actors.append(self._new_actor())

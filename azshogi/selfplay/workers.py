@@ -7,7 +7,7 @@ process drives the workers with commands on each worker's pipe and serves evalua
 waits for their answers:
 
     main -> worker   ("step",)         play one move in each of your games
-                     ("state",)        send your games in progress
+                     ("state",)        send your games in progress (in_progress.py's flat arrays)
                      ("load", state)   replace your games in progress
                      ("stop",)         exit
     worker -> main   ("ready",)        started
@@ -45,6 +45,7 @@ import weakref
 from typing import Callable, Iterator, Optional
 
 from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import FinishedGame
 from azshogi.selfplay.drivers import PlayCounters
 from azshogi.selfplay.server import (
@@ -215,9 +216,7 @@ class WorkerSelfPlay:
             raise RuntimeError("state_dict() while workers are playing; exhaust play() first")
         for w in range(self.processes):
             self._command(w, ("state",), activity=False)
-        states = self._await_each("state", ANSWER_TIMEOUT_S)
-        return {"next_game_id": max(s["next_game_id"] for s in states),
-                "games": [g for s in states for g in s["games"]]}
+        return in_progress.concatenate(self._await_each("state", ANSWER_TIMEOUT_S))
 
     def load_state_dict(self, state: dict) -> None:
         """Shares out the saved games (contiguous runs, in order) when the workers start."""
@@ -226,9 +225,10 @@ class WorkerSelfPlay:
             return
         if self.active:
             raise RuntimeError("load_state_dict() while workers are playing")
-        base, games, start = int(state["next_game_id"]), state["games"], 0
+        base, total, start = int(state["next_game_id"]), in_progress.num_games(state), 0
         for w, n in enumerate(self.shares):
-            self._command(w, ("load", {"next_game_id": base + w, "games": games[start:start + n]}), activity=False)
+            share = in_progress.take(state, min(start, total), min(start + n, total), next_game_id=base + w)
+            self._command(w, ("load", share), activity=False)
             start += n
         self._await_each("loaded", ANSWER_TIMEOUT_S)
 

@@ -5,9 +5,15 @@
        `selfplay.num_workers` worker processes served by this process's one model (workers.py).
     2. Pause: games in progress are kept, boards and pending targets included (in the workers).
     3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
-    4. Checkpoint: everything needed to continue exactly, written atomically; TensorBoard points.
+    4. Checkpoint: everything needed to continue exactly, written atomically (the replay window
+       as a reference into the run's replay store, to which only the phase's new positions are
+       appended); TensorBoard points; every `eval.every` checkpoints, the evaluation matches.
     5. Resume self-play with the updated weights, until `max_checkpoints` or Ctrl-C / SIGTERM
-       (which ends with a checkpoint of the phase in progress).
+       (which ends with a checkpoint of the phase in progress; an evaluation it interrupts runs
+       again when the run resumes).
+
+The wall time between two checkpoint lines is split into phases (phases.py) on the line and in
+TensorBoard's perf/. A start that fails (a bad `resume=`, a seed file) leaves no file behind.
 """
 from __future__ import annotations
 
@@ -26,7 +32,9 @@ from omegaconf import OmegaConf
 from azshogi.config import Config, ConfigError, SearchKind, from_plain, resolve_selfplay, to_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
+from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
+from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 from azshogi.search import make_search
@@ -36,16 +44,22 @@ from azshogi.selfplay.workers import WorkerSelfPlay
 from azshogi.shogi.rules import Rules
 from azshogi.train.monitor import (
     Monitor,
+    SelfPlayCount,
     SelfPlayStats,
     Timer,
     TrainStats,
     log,
     setup_logging,
 )
-from azshogi.train.replay import ReplayBuffer, seed_buffer
+from azshogi.train.phases import PhaseClock
+from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.trainer import Trainer, weights_finite
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = ckpt.FORMAT
+
+
+class EvaluationInterrupted(Exception):
+    """Ctrl-C or SIGTERM during an evaluation: it stops at once and runs again on resume."""
 
 
 @dataclass
@@ -58,6 +72,7 @@ class Counters:
     samples_trained: int = 0  # training samples drawn, all phases
     in_training: bool = False  # the phase in progress is training (after a pause)
     phase_steps: int = 0  # steps done in the training phase in progress
+    evaluated: int = 0  # the last checkpoint whose evaluation finished
 
     @property
     def sample_reuse(self) -> float:
@@ -125,27 +140,33 @@ class Loop:
         parts = build_components(cfg)
         self.cfg = cfg = parts.cfg
         self.selfplay_note = parts.note
-        self.checkpoint_dir = Path(cfg.checkpoint_root) / cfg.run
-        self.log_dir = Path(cfg.log_root) / cfg.run
+        self.paths = RunPaths.of(cfg)
+        self.checkpoint_dir, self.log_dir = self.paths.checkpoints, self.paths.logs
         self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
         self.selfplay, self.train_rng = parts.selfplay, parts.train_rng
         self.replay = ReplayBuffer(cfg.replay.capacity)
+        self.stored_replay = StoredReplay(self.replay, ReplayStore(self.paths.replay_store))
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
         self.trainer = Trainer(self.model, cfg.train, self.device)
         self.counters = Counters()
+        self.plain_config = to_plain(cfg)  # as saved in checkpoints (converted once: it takes a while)
+        self.clock = PhaseClock()
         self.show_progress = show_progress
         self.stop_requested = False
+        self.evaluating = False  # a stop request interrupts the evaluation at once
         self.resumed_from: Optional[Path] = None
 
     # --- state ---
 
-    def state_dict(self) -> dict:
+    def state_dict(self, replay: dict, selfplay: dict) -> dict:
+        """The checkpoint's state (formats/checkpoint.py), given the replay window's reference
+        into the store and the games in progress."""
         return {
             "format": CHECKPOINT_FORMAT,
             "model": self.model.state_dict(),
             "trainer": self.trainer.state_dict(),
-            "replay": self.replay.state_dict(),
-            "selfplay": self.selfplay.state_dict(),
+            "replay": replay,
+            "selfplay": selfplay,
             "counters": asdict(self.counters),
             "rng": {
                 "python": random.getstate(),
@@ -153,10 +174,11 @@ class Loop:
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             },
-            "config": to_plain(self.cfg),
+            "config": self.plain_config,
         }
 
     def load_state_dict(self, state: dict, path: Path) -> None:
+        state = ckpt.upgrade(state, path)
         saved = from_plain(state["config"])
         if saved.model != self.cfg.model:
             raise ConfigError(
@@ -170,7 +192,7 @@ class Loop:
                 f"for {self.cfg.train.optimizer.value}: use the same optimizer")
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state["trainer"])
-        self.replay.load_state_dict(state["replay"])
+        self.stored_replay.restore(state["replay"], path)
         self.selfplay.load_state_dict(state["selfplay"])
         self.counters = Counters(**state["counters"])
         rng = state["rng"]
@@ -185,30 +207,36 @@ class Loop:
         path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.checkpoint_dir)
         if path is None:
             return
-        state = ckpt.load(path)
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise ckpt.CheckpointError(f"{path}: not an azshogi checkpoint (format {state.get('format')!r})")
-        self.load_state_dict(state, path)
+        self.load_state_dict(ckpt.load(path), path)
         self.resumed_from = path
 
     def save(self, partial: bool) -> Path:
+        """Writes a checkpoint: the games in progress, the phase's new positions into the replay
+        store, the checkpoint file; then removes what no kept checkpoint needs."""
         if not weights_finite(self.model):
             raise ckpt.CheckpointError("the network's weights are not finite; the checkpoint was not written")
-        path = ckpt.save(self.state_dict(), self.checkpoint_dir, self.counters.checkpoints, partial,
-                         self.cfg.loop.keep_checkpoints)
+        with self.clock.phase("pause"):
+            games = self.selfplay.state_dict()
+        with self.clock.phase("checkpoint"):
+            replay = self.stored_replay.checkpoint()
+            path = ckpt.save(self.state_dict(replay, games), self.checkpoint_dir, self.counters.checkpoints,
+                             partial, self.cfg.loop.keep_checkpoints)
+            self.stored_replay.written(path, replay)
+            self.stored_replay.prune(ckpt.list_checkpoints(self.checkpoint_dir))
         if self.hcpe3 is not None:
-            # The games whose positions entered the buffer since the previous checkpoint file;
-            # a second stop in the same phase adds to the same -partial file.
-            self.hcpe3.flush(self.log_dir / "hcpe3" / path.with_suffix(".hcpe3").name, append=partial)
+            with self.clock.phase("records"):
+                # The games whose positions entered the buffer since the previous checkpoint file;
+                # a second stop in the same phase adds to the same -partial file.
+                self.hcpe3.flush(self.paths.hcpe3(path), append=partial)
         return path
 
-    def seed_replay(self) -> None:
-        """Fills a buffer that has never held a position from `replay.seed_files`."""
+    def seed_replay(self) -> Optional[str]:
+        """Fills a buffer that has never held a position from `replay.seed_files`; what it did."""
         files = self.cfg.replay.seed_files
         if files and self.replay.total_added == 0:
             read = seed_buffer(self.replay, files)
-            self.monitor.say(f"replay buffer seeded with {len(self.replay)} of {read} positions "
-                             f"from {len(files)} file(s)")
+            return f"replay buffer seeded with {len(self.replay)} of {read} positions from {len(files)} file(s)"
+        return None
 
     # --- the loop ---
 
@@ -217,22 +245,23 @@ class Loop:
         return self.stop_requested or (limit > 0 and self.counters.checkpoints >= limit)
 
     def run(self) -> Counters:
-        handler = setup_logging(self.log_dir)
         previous = self._install_signal_handlers()
+        handler = None
+        self.clock = PhaseClock()  # the first checkpoint line's wall time starts here
         try:
-            self.restore()
+            # Only reading until the start has succeeded: a failed start leaves nothing behind.
+            with self.clock.phase("pause"):
+                self.restore()
+            seeded = self.seed_replay()
+            handler = setup_logging(self.paths.log_file)
             self.monitor = Monitor(self.log_dir, purge_step=self.counters.train_steps + 1 if self.resumed_from else None,
                                    show_progress=self.show_progress)
-            (self.log_dir / "config.yaml").write_text(OmegaConf.to_yaml(to_plain(self.cfg)))
-            self.monitor.hyperparameters(to_plain(self.cfg), self.counters.train_steps)
+            self.paths.config_file.write_text(OmegaConf.to_yaml(self.plain_config))
+            self.monitor.hyperparameters(self.plain_config, self.counters.train_steps)
+            self.say_start(seeded)
             c = self.counters
-            where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
-            self.monitor.say(f"azshogi run '{self.cfg.run}': {where}; device {self.device}, "
-                             f"{self.selfplay_note}, "
-                             f"{self.cfg.search.kind.value} "
-                             f"{self.cfg.search.num_simulations} simulations, network "
-                             f"{self.cfg.model.blocks}x{self.cfg.model.channels}")
-            self.seed_replay()
+            if self.evaluation_due():  # the evaluation of the checkpoint resumed from was interrupted
+                self.evaluate()
             while not self.done():
                 selfplay_stats = SelfPlayStats()
                 if not c.in_training:
@@ -244,6 +273,8 @@ class Loop:
                 if self.stop_requested:
                     break
                 self.finish_checkpoint(selfplay_stats, train_stats)  # 4, then 5: loop again
+                if self.evaluation_due():
+                    self.evaluate()
             if self.stop_requested:
                 path = self.save(partial=True)
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
@@ -253,59 +284,89 @@ class Loop:
             if hasattr(self, "monitor"):
                 self.monitor.close()
             self._restore_signal_handlers(previous)
-            log.removeHandler(handler)
-            handler.close()
+            if handler is not None:
+                log.removeHandler(handler)
+                handler.close()
+
+    def say_start(self, seeded: Optional[str]) -> None:
+        c, cfg = self.counters, self.cfg
+        where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
+        self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, "
+                         f"{self.selfplay_note}, {cfg.search.kind.value} "
+                         f"{cfg.search.num_simulations} simulations, network {cfg.model.blocks}x{cfg.model.channels}")
+        hint = cpu_hint(cfg, self.device)
+        if hint:
+            self.monitor.say(hint)
+        if seeded:
+            self.monitor.say(seeded)
 
     def selfplay_phase(self, stats: SelfPlayStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
         start = self.selfplay.counters()
         timer = Timer()
-        self.monitor.start_bar(f"self-play → checkpoint {c.checkpoints + 1}", target, "pos",
-                               initial=min(c.positions_since_checkpoint, target))
-        games_dir = self.log_dir / "games"
+        progress = self.monitor.start_selfplay(
+            f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
+            (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0)
+        count = SelfPlayCount(positions=c.positions_since_checkpoint)
+        reached = False
 
-        def enough() -> bool:  # asked between moves, i.e. after the games that just ended are counted
-            return c.positions_since_checkpoint >= target or self.stop_requested
+        def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
+            nonlocal reached
+            count.moves = self.selfplay.counters().moves - start.moves
+            progress.update(count)
+            stop = c.positions_since_checkpoint >= target or self.stop_requested
+            if stop and not reached:
+                reached = True
+                self.clock.switch("pause")  # what is left: the moves in flight
+            return stop
 
-        for game in self.selfplay.play(until=enough):  # ends with the games in progress paused
-            self.replay.add_game(game.record)
-            if self.hcpe3 is not None:
-                self.hcpe3.add(game)
-            before = c.positions_since_checkpoint
-            c.games += 1
-            c.positions += game.length
-            c.positions_since_checkpoint += game.length
-            stats.add_game(game.length, game.termination, game.winner)
-            if stats.games <= cfg.loop.selfplay_games_saved:
-                games_dir.mkdir(parents=True, exist_ok=True)
-                write_kif(games_dir / f"ckpt{c.checkpoints + 1:05d}-game{game.record.game_id}.kif",
-                          game.moves, game.termination, ("azshogi", "azshogi"))
-            moves = self.selfplay.counters().moves - start.moves
-            self.monitor.advance(min(c.positions_since_checkpoint, target) - min(before, target),
-                                 games=stats.games, pos_s=f"{moves / timer.elapsed():.0f}")
+        try:
+            with self.clock.phase("selfplay"):
+                for game in self.selfplay.play(until=between_moves):  # ends with the games in progress paused
+                    self.replay.add_game(game.record)
+                    c.games += 1
+                    c.positions += game.length
+                    c.positions_since_checkpoint += game.length
+                    stats.add_game(game.length, game.termination, game.winner)
+                    count.positions, count.games = c.positions_since_checkpoint, stats.games
+                    count.game_moves += game.length
+                    with self.clock.phase("records"):
+                        self.write_records(game, stats.games)
+            progress.update(count, force=True)
+        finally:
+            progress.close()
         stats.seconds = timer.elapsed()
         done = self.selfplay.counters() - start
         stats.moves_played = done.moves
         stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
         stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
-        self.monitor.close_bar()
+
+    def write_records(self, game, games_in_phase: int) -> None:
+        """hcpe3 (at the next checkpoint) and, for the first games of a phase, KIF."""
+        if self.hcpe3 is not None:
+            self.hcpe3.add(game)
+        if games_in_phase <= self.cfg.loop.selfplay_games_saved:
+            path = self.paths.kif(self.counters.checkpoints + 1, game.record.game_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_kif(path, game.moves, game.termination, ("azshogi", "azshogi"))
 
     def train_phase(self) -> TrainStats:
         cfg, c, stats = self.cfg, self.counters, TrainStats()
         steps = cfg.loop.steps_per_checkpoint
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
-        while c.phase_steps < steps and not self.stop_requested:
-            batch = self.replay.sample(cfg.train.batch_size, self.train_rng)
-            metrics = self.trainer.step(batch)
-            c.phase_steps += 1
-            c.train_steps += 1
-            c.samples_trained += cfg.train.batch_size
-            stats.add(metrics)
-            if c.train_steps % cfg.train.log_every == 0:
-                self.monitor.train_step(c.train_steps, metrics, self.trainer.skipped)
-            self.monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
+        with self.clock.phase("train"):
+            while c.phase_steps < steps and not self.stop_requested:
+                batch = self.replay.sample(cfg.train.batch_size, self.train_rng)
+                metrics = self.trainer.step(batch)
+                c.phase_steps += 1
+                c.train_steps += 1
+                c.samples_trained += cfg.train.batch_size
+                stats.add(metrics)
+                if c.train_steps % cfg.train.log_every == 0:
+                    self.monitor.train_step(c.train_steps, metrics, self.trainer.skipped)
+                self.monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
         stats.seconds = timer.elapsed()
         self.monitor.close_bar()
         return stats
@@ -319,7 +380,9 @@ class Loop:
         c.phase_steps = 0
         c.positions_since_checkpoint = 0
         path = self.save(partial=False)
-        self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse)
+        times = self.clock.lap()  # the wall time since the previous checkpoint line
+        self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse,
+                                times)
         mean_len = sum(sp.lengths) / len(sp.lengths) if sp.lengths else float("nan")
         rate = sp.moves_played / sp.seconds if sp.seconds else float("nan")
         g = max(1, sp.games)
@@ -327,13 +390,33 @@ class Loop:
             f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
             f"{mean_len:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
             f"loss policy {tr.mean(tr.policy_loss):.3f} value {tr.mean(tr.value_loss):.3f} | "
-            f"{rate:.0f} pos/s | reuse {phase_reuse:.2f} | {path.name}")
-        # --- evaluation hook (azshogi/evaluation.py): matches against anchors, TensorBoard eval/ ---
-        if cfg.eval.every and c.checkpoints % cfg.eval.every == 0:
-            from azshogi.play.gauntlet import evaluate_checkpoint
-            evaluate_checkpoint(self.model, cfg, self.device, self.log_dir, c.checkpoints, c.train_steps,
-                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
-                                evaluator=self.evaluator)
+            f"{rate:.0f} moves/s | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}")
+
+    # --- evaluation (play/gauntlet.py): matches against anchors, TensorBoard eval/ ---
+
+    def evaluation_due(self) -> bool:
+        """The checkpoint just written (or resumed from, with its weights unchanged) is due for
+        an evaluation that has not finished."""
+        c, every = self.counters, self.cfg.eval.every
+        return (every > 0 and c.checkpoints > 0 and c.checkpoints % every == 0 and c.evaluated < c.checkpoints
+                and c.phase_steps == 0 and not self.stop_requested)
+
+    def evaluate(self) -> None:
+        from azshogi.play.gauntlet import evaluate_checkpoint
+
+        c = self.counters
+        self.evaluating = True
+        try:
+            with self.clock.phase("eval"):
+                evaluate_checkpoint(self.model, self.cfg, self.device, self.log_dir, c.checkpoints, c.train_steps,
+                                    self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
+                                    evaluator=self.evaluator)
+            c.evaluated = c.checkpoints
+        except EvaluationInterrupted:
+            self.monitor.say(f"evaluation of checkpoint {c.checkpoints} interrupted: it runs again when the run "
+                             f"resumes")
+        finally:
+            self.evaluating = False
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 
@@ -348,6 +431,9 @@ class Loop:
                 raise KeyboardInterrupt
             self.stop_requested = True
             log.info("signal %s: stopping after the current step", signum)
+            if self.evaluating:
+                self.evaluating = False
+                raise EvaluationInterrupted
 
         return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
 
@@ -355,6 +441,20 @@ class Loop:
     def _restore_signal_handlers(previous) -> None:
         for s, h in (previous or {}).items():
             signal.signal(s, h)
+
+
+def cpu_hint(cfg: Config, device: torch.device) -> Optional[str]:
+    """What a CPU user who kept the GPU-sized defaults should know, or None."""
+    default = Config()
+    if device.type != "cpu" or (cfg.model, cfg.search.num_simulations, cfg.selfplay.num_actors,
+                                cfg.loop.positions_per_checkpoint) != (
+            default.model, default.search.num_simulations, default.selfplay.num_actors,
+            default.loop.positions_per_checkpoint):
+        return None
+    return (f"running on the CPU with the default settings, which are sized for a GPU: each checkpoint needs "
+            f"{cfg.loop.positions_per_checkpoint:,} positions, which takes from many minutes to hours on a CPU "
+            f"(docs/benchmarks.md; the bar shows the time left once games finish). For a run sized for a CPU: "
+            f"azshogi +experiment=cpu")
 
 
 def train(cfg: Config, show_progress: bool = True) -> Counters:

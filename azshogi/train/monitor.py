@@ -2,7 +2,10 @@
 
 TensorBoard tags are grouped by prefix: train/, selfplay/, perf/. Every point's step is the
 training step count, and a resumed run purges points past its checkpoint's step, so no point is
-ever duplicated.
+ever duplicated. During a self-play phase, selfplay/live/ points come every LIVE_SCALARS_SECONDS
+(moves/s, games finished, their mean length, positions), at steps spread between the previous
+checkpoint's step and the next one's in proportion to the phase's progress, so that curves
+appear within a minute of any run.
 """
 from __future__ import annotations
 
@@ -10,23 +13,31 @@ import collections
 import json
 import logging
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from tqdm import tqdm
 
 from azshogi.shogi.rules import Termination
+from azshogi.train.phases import PhaseTimes
+
+PHASE_TAGS = {"train": "training"}  # perf/seconds_<tag>; the training tag predates the others
 
 log = logging.getLogger("azshogi")
-PROGRESS_LINE_SECONDS = 60.0
+PROGRESS_LINE_SECONDS = 60.0  # without a terminal: a progress line in the log this often
+LIVE_SCALARS_SECONDS = 30.0  # selfplay/live/ points in TensorBoard this often during self-play
+BAR_REFRESH_SECONDS = 0.5  # the self-play bar is redrawn at most this often as moves are played
+BAR_TICK_SECONDS = 1.0  # and at least this often (its clock), however long a move takes
 
 
-def setup_logging(log_dir: Path) -> logging.Handler:
-    """Appends INFO and above to logs/<run>/azshogi.log; returns the handler (to remove later)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_dir / "azshogi.log", encoding="utf-8")
+def setup_logging(log_file: Path) -> logging.Handler:
+    """Appends INFO and above to `log_file` (logs/<run>/azshogi.log); returns the handler (to
+    remove later)."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -127,6 +138,12 @@ class Monitor:
         log.info(line)
         tqdm.write(line, file=sys.stderr)
 
+    def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
+                       eta_now: bool) -> "SelfPlayProgress":
+        self.close_bar()
+        return SelfPlayProgress(description, target, in_flight, steps, eta_now, self.writer, self.say,
+                                self.show_progress, self.quiet_progress)
+
     # --- TensorBoard ---
     def hyperparameters(self, config: dict, step: int) -> None:
         rows = ["| key | value |", "|---|---|"]
@@ -152,13 +169,16 @@ class Monitor:
         w.add_scalar("train/skipped_steps", skipped_total, step)
 
     def checkpoint(self, step: int, sp: SelfPlayStats, tr: TrainStats, replay_size: int,
-                   total_positions: int, sample_reuse: float, phase_reuse: float) -> None:
+                   total_positions: int, sample_reuse: float, phase_reuse: float, times: PhaseTimes) -> None:
         w = self.writer
         w.add_scalar("selfplay/games", sp.games, step)
         if sp.lengths:
             w.add_scalar("selfplay/mean_game_length", sum(sp.lengths) / len(sp.lengths), step)
         for t in Termination:
             w.add_scalar(f"selfplay/termination/{t.name.lower()}", sp.terminations.get(t, 0), step)
+            if sp.games:  # the mix as shares of the phase's games: a draw collapse shows at once
+                w.add_scalar(f"selfplay/termination_rate/{t.name.lower()}", sp.terminations.get(t, 0) / sp.games,
+                             step)
         if sp.games:
             w.add_scalar("selfplay/black_win_rate", sp.black_wins / sp.games, step)
             w.add_scalar("selfplay/white_win_rate", sp.white_wins / sp.games, step)
@@ -173,10 +193,12 @@ class Monitor:
             w.add_scalar("perf/nn_evals_per_s", sp.nn_positions / sp.seconds, step)
         if sp.nn_calls:
             w.add_scalar("perf/mean_batch_size", sp.nn_positions / sp.nn_calls, step)
-        w.add_scalar("perf/seconds_selfplay", sp.seconds, step)
+        for phase, seconds in times.items():  # where the wall time since the previous checkpoint went
+            w.add_scalar(f"perf/seconds_{PHASE_TAGS.get(phase, phase)}", seconds, step)
+        w.add_scalar("perf/seconds_wall", times.wall, step)
+        w.add_scalar("perf/selfplay_share", times.share("selfplay"), step)
         w.add_scalar("perf/seconds_search", sp.search_seconds, step)
         w.add_scalar("perf/seconds_inference", sp.nn_seconds, step)
-        w.add_scalar("perf/seconds_training", tr.seconds, step)
         if tr.seconds > 0:
             w.add_scalar("perf/train_steps_per_s", tr.steps / tr.seconds, step)
         w.flush()
@@ -184,6 +206,102 @@ class Monitor:
     def close(self) -> None:
         self.close_bar()
         self.writer.close()
+
+
+@dataclass
+class SelfPlayCount:
+    """A self-play phase so far."""
+
+    moves: int = 0  # moves played (by every game in flight) since the phase started or resumed
+    positions: int = 0  # positions of finished games towards the phase's target
+    games: int = 0  # games finished
+    game_moves: int = 0  # their moves in all
+
+
+class SelfPlayProgress:
+    """A self-play phase as it runs; the loop calls `update` between moves.
+
+    The bar's share is moves / (moves + positions still needed): it grows with every move played
+    and every game finished, and is 100% exactly when the phase's target is reached. Its one rate
+    is moves played per second. The time left is shown once a game has finished in this run
+    (before that nothing says how long games are): positions still needed / moves per second.
+    Without a terminal a line goes to the log every PROGRESS_LINE_SECONDS instead; TensorBoard
+    gets selfplay/live/ points every LIVE_SCALARS_SECONDS at steps in `steps` (first, last)."""
+
+    def __init__(self, description: str, target: int, in_flight: int, steps: tuple[int, int], eta_now: bool,
+                 writer, say: Callable[[str], None], show: bool, quiet_lines: bool,
+                 clock: Callable[[], float] = time.monotonic):
+        self.description, self.target, self.in_flight, self.steps = description, target, in_flight, steps
+        self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
+        self.start = self.last_refresh = self.last_line = clock()
+        self.last_live = (self.start, 0)  # time and moves at the last live point
+        self.count = SelfPlayCount()
+        self.bar = tqdm(total=1000, desc=description, leave=False, disable=not show, dynamic_ncols=True,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}|")
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._refresh()
+        if show:  # a move of all games can take seconds on a CPU: the clock goes on meanwhile
+            threading.Thread(target=self._tick, name="azshogi-selfplay-bar", daemon=True).start()
+
+    def _refresh(self) -> None:
+        """Draws the bar: its share, then `text()` (in the format: tqdm's postfix adds a comma)."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self.bar.n = int(1000 * self.share())
+            self.bar.bar_format = ("{desc}: {percentage:3.0f}%|{bar}| "
+                                   + self.text().replace("{", "{{").replace("}", "}}"))
+            self.bar.refresh()
+
+    def _tick(self) -> None:
+        while not self._closed.wait(BAR_TICK_SECONDS):
+            self._refresh()
+
+    def share(self) -> float:
+        c = self.count
+        needed = max(0, self.target - c.positions)
+        return 1.0 if needed == 0 else c.moves / (c.moves + needed)
+
+    def text(self) -> str:
+        c, elapsed = self.count, self.clock() - self.start
+        rate = c.moves / elapsed if elapsed > 0 else 0.0
+        parts = [f"{c.moves:,} moves, {rate:,.0f} moves/s", f"{c.positions:,}/{self.target:,} positions",
+                 f"{c.games:,} games done, {self.in_flight:,} playing"]
+        when = tqdm.format_interval(elapsed)
+        if (self.eta_now or c.games) and rate > 0:
+            when += f", ~{tqdm.format_interval(max(0, self.target - c.positions) / rate)} left"
+        return " | ".join(parts) + f" | {when}"
+
+    def update(self, count: SelfPlayCount, force: bool = False) -> None:
+        self.count = count
+        now = self.clock()
+        if force or now - self.last_refresh >= BAR_REFRESH_SECONDS:
+            self.last_refresh = now
+            self._refresh()
+        if self.quiet_lines and now - self.last_line >= PROGRESS_LINE_SECONDS:
+            self.last_line = now
+            self.say(f"{self.description}: {self.share():.0%} | {self.text()}")
+        if now - self.last_live[0] >= LIVE_SCALARS_SECONDS:
+            self.live_scalars(now)
+
+    def live_scalars(self, now: float) -> None:
+        c, (then, moves_then) = self.count, self.last_live
+        first, last = self.steps
+        step = first + int(self.share() * (last - first))
+        w = self.writer
+        w.add_scalar("selfplay/live/moves_per_s", (c.moves - moves_then) / max(now - then, 1e-9), step)
+        w.add_scalar("selfplay/live/games_finished", c.games, step)
+        w.add_scalar("selfplay/live/positions", c.positions, step)
+        if c.games:
+            w.add_scalar("selfplay/live/mean_game_length", c.game_moves / c.games, step)
+        w.flush()
+        self.last_live = (now, c.moves)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed.set()
+            self.bar.close()
 
 
 class Timer:

@@ -86,18 +86,18 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
     if ckpt.latest(loop.checkpoint_dir) is not None:
         raise ConfigError(f"run={cfg.run!r}: {loop.checkpoint_dir} already holds checkpoints; "
                           f"pretrain into a new run name")
-    handler = setup_logging(loop.log_dir)
+    train = load_buffer(p.train_files)  # read before anything is written: a failed start leaves nothing
+    test, test_slots = None, None
+    if p.test_files:
+        test = load_buffer(p.test_files)
+        test_slots = np.sort(np.random.default_rng(cfg.seed).permutation(len(test))[:p.test_positions])
+    handler = setup_logging(loop.paths.log_file)
     monitor = Monitor(loop.log_dir, purge_step=None, show_progress=show_progress)
     try:
         monitor.hyperparameters(to_plain(cfg), 0)
-        train = load_buffer(p.train_files)
         monitor.say(f"pretraining run '{cfg.run}': {len(train)} positions from {len(p.train_files)} file(s), "
                     f"network {cfg.model.blocks}x{cfg.model.channels}, {p.steps} steps of {cfg.train.batch_size}")
-        test, test_slots = None, None
-        if p.test_files:
-            test = load_buffer(p.test_files)
-            pick = np.random.default_rng(cfg.seed)
-            test_slots = np.sort(pick.permutation(len(test))[:p.test_positions])
+        if test is not None:
             monitor.say(f"test: {len(test_slots)} of {len(test)} positions from {len(p.test_files)} file(s)")
         c, trainer = loop.counters, loop.trainer
         monitor.start_bar("pretraining", p.steps, "step")

@@ -4,6 +4,11 @@ Per position: the 32-byte hcp, the game result and the search's root value from 
 move's view, the game id and ply, and a sparse policy target (label, probability) of variable
 length. Positions live in one ring and policy entries in another; adding past either ring's
 capacity evicts the oldest positions. Features are decoded from the hcp when a batch is sampled.
+
+In memory a position takes 57 bytes plus room for ENTRIES_PER_POSITION policy entries of 4 bytes
+(313 bytes per position of capacity). On disk, a run's replay store holds the positions
+(47 bytes each plus 4 per policy entry; formats/replay_store.py), and checkpoints only name the
+segments their window spans (`StoredReplay`).
 """
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ from typing import Sequence
 
 import cshogi
 import numpy as np
-import torch
 
 from azshogi.formats.dlshogi import DataFormatError, load_records
+from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.paths import replay_store_of
+from azshogi.formats.replay_store import Positions, ReplayStore
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord
 
@@ -38,6 +45,10 @@ class Batch:
 
 
 class ReplayBuffer:
+    """Ring arrays of positions and of policy entries. Positions are numbered from the run's start
+    (absolute indices): the live window is [begin, end), kept in slots index % capacity; its
+    policy entries are [entry_begin, entry_end) of the entry stream, in slots % entry_capacity."""
+
     def __init__(self, capacity: int, entries_per_position: int = ENTRIES_PER_POSITION):
         self.capacity = capacity
         self.entry_capacity = capacity * entries_per_position
@@ -50,44 +61,83 @@ class ReplayBuffer:
         self.entry_count = np.zeros(capacity, np.int32)
         self.labels = np.zeros(self.entry_capacity, np.int16)
         self.probs = np.zeros(self.entry_capacity, np.float16)
-        # Absolute counters: live positions are [begin, end), live entries [entry_begin, entry_end).
         self.begin = self.end = 0
         self.entry_begin = self.entry_end = 0
-        self.total_added = 0
         self._board = cshogi.Board()
 
     def __len__(self) -> int:
         return self.end - self.begin
 
-    def _evict_one(self) -> None:
-        self.begin += 1
-        if self.begin < self.end:
-            self.entry_begin = int(self.entry_start[self.begin % self.capacity])
-        else:
-            self.entry_begin = self.entry_end
+    @property
+    def total_added(self) -> int:
+        """Positions added since the run began (the absolute index of the next one)."""
+        return self.end
 
     def add_game(self, game: GameRecord) -> None:
-        for i in range(len(game)):
-            lo, hi = int(game.policy_offsets[i]), int(game.policy_offsets[i + 1])
-            count = hi - lo
-            if count > self.entry_capacity:
-                raise ValueError(f"a policy target with {count} entries exceeds the buffer's entry capacity")
-            while len(self) >= self.capacity or self.entry_end + count - self.entry_begin > self.entry_capacity:
-                self._evict_one()
-            slot = self.end % self.capacity
-            self.hcps[slot] = game.hcps[i]
-            self.results[slot] = game.results[i]
-            self.root_values[slot] = game.root_values[i]
-            self.game_ids[slot] = game.game_id
-            self.plies[slot] = game.plies[i]
-            self.entry_start[slot] = self.entry_end
-            self.entry_count[slot] = count
-            where = (self.entry_end + np.arange(count)) % self.entry_capacity
-            self.labels[where] = game.labels[lo:hi]
-            self.probs[where] = game.probs[lo:hi]
-            self.entry_end += count
-            self.end += 1
-            self.total_added += 1
+        self.extend(Positions.of_game(game))
+
+    def extend(self, block: Positions) -> None:
+        """Adds positions at the end of the window. The oldest positions leave when either ring
+        is full: the window becomes the longest suffix of (window + block) that fits both rings,
+        which is what adding the positions one at a time would leave."""
+        n = len(block)
+        if n == 0:
+            return
+        counts = block.entry_counts.astype(np.int64)
+        if int(counts.max()) > self.entry_capacity:
+            raise ValueError(f"a policy target with {int(counts.max())} entries exceeds the buffer's entry capacity")
+        starts = self.entry_end + np.cumsum(counts) - counts  # absolute entry index of each new position
+        new_end, new_entry_end = self.end + n, self.entry_end + int(counts.sum())
+
+        def entry_start(k: int) -> int:  # of the position with absolute index k, live or new
+            return int(starts[k - self.end]) if k >= self.end else int(self.entry_start[k % self.capacity])
+
+        # The first position kept: the smallest k >= max(begin, new_end - capacity) whose entries
+        # and those after it fit in the entry ring (entry starts grow with k: a binary search).
+        lo, hi = max(self.begin, new_end - self.capacity), new_end - 1
+        need = new_entry_end - self.entry_capacity
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if entry_start(mid) >= need:
+                hi = mid
+            else:
+                lo = mid + 1
+        keep = max(lo, self.end) - self.end  # the first new position written
+        slots = np.arange(self.end + keep, new_end) % self.capacity
+        self.hcps[slots] = block.hcps[keep:]
+        self.results[slots] = block.results[keep:]
+        self.root_values[slots] = block.root_values[keep:]
+        self.plies[slots] = block.plies[keep:]
+        self.game_ids[slots] = block.game_ids[keep:]
+        self.entry_start[slots] = starts[keep:]
+        self.entry_count[slots] = counts[keep:]
+        skipped = int(starts[keep]) - self.entry_end  # entries of new positions that did not fit
+        where = np.arange(int(starts[keep]), new_entry_end) % self.entry_capacity
+        self.labels[where] = block.labels[skipped:]
+        self.probs[where] = block.probs[skipped:]
+        self.entry_begin = entry_start(lo)
+        self.begin, self.end, self.entry_end = lo, new_end, new_entry_end
+
+    def positions(self, start: int, stop: int) -> Positions:
+        """Positions [start, stop) (absolute indices inside the live window), oldest first."""
+        if not self.begin <= start <= stop <= self.end:
+            raise ValueError(f"positions [{start}, {stop}) are not all in the window [{self.begin}, {self.end})")
+        if start == stop:
+            return Positions.empty()
+        slots = np.arange(start, stop) % self.capacity
+        last = slots[-1]
+        where = np.arange(int(self.entry_start[slots[0]]),
+                          int(self.entry_start[last]) + int(self.entry_count[last])) % self.entry_capacity
+        return Positions(self.hcps[slots], self.results[slots], self.root_values[slots], self.plies[slots],
+                         self.game_ids[slots], self.entry_count[slots].astype(np.int64), self.labels[where],
+                         self.probs[where])
+
+    def restore(self, first: int, block: Positions) -> None:
+        """Replaces the window with `block`, numbered from `first`; if this buffer is smaller than
+        the block, the newest positions are kept."""
+        self.__init__(self.capacity, self.entry_capacity // self.capacity)
+        self.begin = self.end = first
+        self.extend(block)
 
     def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Uniform over the live window; ring slots (B,)."""
@@ -112,48 +162,70 @@ class ReplayBuffer:
         return Batch(f1, f2, policy, self.results[slots].astype(np.float32),
                      self.root_values[slots].astype(np.float32))
 
-    # --- persistence: plain tensors, loadable with torch.load(weights_only=True) ---
 
-    def state_dict(self) -> dict:
-        """The live window in order (oldest first)."""
-        slots = (self.begin + np.arange(len(self))) % self.capacity
-        counts = self.entry_count[slots].astype(np.int64)
-        starts = self.entry_start[slots]
-        where = (np.repeat(starts, counts) + np.arange(counts.sum())
-                 - np.repeat(np.cumsum(counts) - counts, counts)) % self.entry_capacity
-        t = torch.from_numpy
-        return {
-            "hcps": t(self.hcps[slots].copy()), "results": t(self.results[slots].copy()),
-            "root_values": t(self.root_values[slots].copy()), "game_ids": t(self.game_ids[slots].copy()),
-            "plies": t(self.plies[slots].copy()), "entry_count": t(self.entry_count[slots].copy()),
-            "labels": t(self.labels[where].copy()), "probs": t(self.probs[where].copy()),
-            "total_added": self.total_added,
-        }
+class StoredReplay:
+    """A run's replay buffer kept in its replay store across checkpoints (formats/replay_store.py):
+    `checkpoint()` appends the positions added since the previous one as one segment and returns
+    the checkpoint's small reference; `restore()` reads a checkpoint's window back; `prune()`
+    deletes the segments no kept checkpoint refers to."""
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restores a saved window; if this buffer is smaller, the newest positions are kept."""
-        self.__init__(self.capacity, self.entry_capacity // self.capacity)
-        counts = state["entry_count"].numpy().astype(np.int64)
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        n = len(counts)
-        per_game = {  # positions with their own policy slices, oldest first
-            "hcps": state["hcps"].numpy(), "results": state["results"].numpy(),
-            "root_values": state["root_values"].numpy().astype(np.float32), "plies": state["plies"].numpy(),
-        }
-        game_ids = state["game_ids"].numpy()
-        labels, probs = state["labels"].numpy(), state["probs"].numpy()
-        start = 0
-        while start < n:  # add runs of equal game id as games
-            stop = start + 1
-            while stop < n and game_ids[stop] == game_ids[start]:
-                stop += 1
-            self.add_game(GameRecord(
-                int(game_ids[start]), per_game["hcps"][start:stop], per_game["results"][start:stop],
-                per_game["root_values"][start:stop], per_game["plies"][start:stop],
-                offsets[start:stop + 1] - offsets[start], labels[offsets[start]:offsets[stop]],
-                probs[offsets[start]:offsets[stop]]))
-            start = stop
-        self.total_added = int(state["total_added"])
+    def __init__(self, buffer: ReplayBuffer, store: ReplayStore):
+        self.buffer, self.store = buffer, store
+        self.segments: list[dict] = []  # this run's segments that hold live positions, oldest first
+        self.stored_end = 0  # the live positions before it are in `segments`
+        self._references: dict = {}  # checkpoint file -> (its stat, the segment files it names)
+
+    def checkpoint(self) -> dict:
+        b = self.buffer
+        start = max(self.stored_end, b.begin)
+        if start < b.end:
+            self.segments.append(self.store.write(b.positions(start, b.end), start))
+        self.stored_end = b.end
+        self.segments = [s for s in self.segments if s["first"] + s["count"] > b.begin]
+        return {"begin": b.begin, "end": b.end, "segments": [dict(s) for s in self.segments]}
+
+    def restore(self, state: dict, checkpoint_file: Path) -> None:
+        """Reads the window a checkpoint file names (from the store beside it, which may be
+        another run's: then the next checkpoint stores the whole window in this run's store)."""
+        begin, end = int(state["begin"]), int(state["end"])
+        own = False
+        if "positions" in state:  # an upgraded format-1 checkpoint holds its window inline
+            block = state["positions"]
+        else:
+            store = ReplayStore(replay_store_of(checkpoint_file))
+            block = store.read(state["segments"], begin, end)
+            own = store.directory.resolve() == self.store.directory.resolve()
+        self.buffer.restore(begin, block)
+        self.segments = [dict(s) for s in state["segments"]] if own else []
+        self.stored_end = end if own else self.buffer.begin
+
+    def written(self, checkpoint_file: Path, reference: dict) -> None:
+        """Notes the reference a checkpoint file was written with (`prune` need not read it)."""
+        stat = Path(checkpoint_file).stat()
+        self._references[Path(checkpoint_file)] = ((stat.st_mtime_ns, stat.st_size),
+                                                   {str(s["file"]) for s in reference["segments"]})
+
+    def prune(self, checkpoint_files: Sequence[Path]) -> None:
+        """Deletes the segments none of `checkpoint_files` (the run's kept ones) refers to; keeps
+        everything when one of them cannot be read."""
+        referenced: set = set()
+        for path in checkpoint_files:
+            files = self._referenced_by(Path(path))
+            if files is None:
+                return
+            referenced |= files
+        self.store.prune(referenced)
+
+    def _referenced_by(self, path: Path):
+        try:
+            stat = path.stat()
+            key = (stat.st_mtime_ns, stat.st_size)
+            if path not in self._references or self._references[path][0] != key:
+                replay = ckpt.load(path, mmap=True).get("replay", {})
+                self._references[path] = (key, {str(s["file"]) for s in replay.get("segments", [])})
+        except (OSError, ckpt.CheckpointError):
+            return None
+        return self._references[path][1]
 
 
 # --- filling a buffer from dlshogi's files ---

@@ -6,6 +6,7 @@ run with TrainingDiverged.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -62,14 +63,6 @@ def losses(policy_logits: torch.Tensor, value_logit: torch.Tensor, policy_target
 class Trainer:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
         self.model, self.cfg, self.device = model, cfg, device
-        params_decay = [p for n, p in model.named_parameters() if p.ndim > 1]
-        params_plain = [p for n, p in model.named_parameters() if p.ndim <= 1]
-        groups = [{"params": params_decay, "weight_decay": cfg.weight_decay},
-                  {"params": params_plain, "weight_decay": 0.0}]
-        if cfg.optimizer == Optimizer.sgd:
-            self.optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
-        else:
-            self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
         self.use_amp = cfg.amp and device.type == "cuda"
         if self.use_amp:
             self.autocast_dtype = torch.float16
@@ -81,6 +74,19 @@ class Trainer:
         self.step_count = 0  # optimizer steps attempted (the learning-rate clock)
         self.skipped = 0
         self.consecutive_skips = 0
+
+    @functools.cached_property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Made on first use: torch's optimizers import torch._dynamo (seconds), which a run need
+        not wait for before its first self-play moves."""
+        cfg, model = self.cfg, self.model
+        params_decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+        params_plain = [p for n, p in model.named_parameters() if p.ndim <= 1]
+        groups = [{"params": params_decay, "weight_decay": cfg.weight_decay},
+                  {"params": params_plain, "weight_decay": 0.0}]
+        if cfg.optimizer == Optimizer.sgd:
+            return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
+        return torch.optim.AdamW(groups, lr=cfg.lr)
 
     def step(self, batch: Batch) -> StepMetrics:
         cfg, model, device = self.cfg, self.model, self.device
@@ -148,4 +154,9 @@ class Trainer:
 
 
 def weights_finite(model: torch.nn.Module) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in model.state_dict().values() if t.is_floating_point())
+    """Whether every floating-point weight and buffer is finite. On the CPU the check runs in
+    numpy: torch's per-tensor ops each cost a thread-pool round trip, slow on a busy machine."""
+    tensors = [t.detach() for t in model.state_dict().values() if t.is_floating_point()]
+    if tensors and tensors[0].device.type == "cpu":
+        return all(np.isfinite(t.float().numpy()).all() for t in tensors)
+    return not tensors or bool(torch.isfinite(torch.cat([t.reshape(-1).float() for t in tensors])).all())

@@ -1,0 +1,58 @@
+"""Every path of a run, named once (as minigo's rl_loop/fsdb.py).
+
+    <checkpoint_root>/<run>/
+        ckpt-00012.pt, ckpt-00012-partial.pt   checkpoints (formats/checkpoint.py)
+        replay/                                 the replay store's segment files (formats/replay_store.py)
+    <log_root>/<run>/
+        events.out.tfevents.*                   TensorBoard
+        azshogi.log, config.yaml                the plain log, the resolved config
+        games/ckpt00012-game345.kif             a few self-play games per checkpoint
+        hcpe3/ckpt-00012.hcpe3                  every finished game, dlshogi's format
+        eval/                                   the in-loop evaluation (play/gauntlet.py)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPLAY_STORE = "replay"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    checkpoints: Path  # <checkpoint_root>/<run>/
+    logs: Path  # <log_root>/<run>/
+
+    @classmethod
+    def of(cls, cfg) -> "RunPaths":
+        """The paths of the run a Config describes."""
+        return cls(Path(cfg.checkpoint_root) / cfg.run, Path(cfg.log_root) / cfg.run)
+
+    @property
+    def replay_store(self) -> Path:
+        return self.checkpoints / REPLAY_STORE
+
+    @property
+    def log_file(self) -> Path:
+        return self.logs / "azshogi.log"
+
+    @property
+    def config_file(self) -> Path:
+        return self.logs / "config.yaml"
+
+    @property
+    def eval(self) -> Path:
+        return self.logs / "eval"
+
+    def kif(self, checkpoint: int, game_id: int) -> Path:
+        """A self-play game finished on the way to `checkpoint`."""
+        return self.logs / "games" / f"ckpt{checkpoint:05d}-game{game_id}.kif"
+
+    def hcpe3(self, checkpoint_file: Path) -> Path:
+        """The games whose positions entered the buffer since the previous checkpoint file."""
+        return self.logs / "hcpe3" / Path(checkpoint_file).with_suffix(".hcpe3").name
+
+
+def replay_store_of(checkpoint_file: Path) -> Path:
+    """The store a checkpoint file's replay window lives in: beside it, whichever run it is."""
+    return Path(checkpoint_file).parent / REPLAY_STORE

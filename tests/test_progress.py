@@ -1,0 +1,143 @@
+"""What a run shows while it runs, on a fake clock: the phase accounting, the self-play bar and
+its TensorBoard points, the start-up hint for CPU users."""
+import time
+
+import pytest
+import torch
+
+from azshogi.config import Config
+from azshogi.train import monitor
+from azshogi.train.loop import cpu_hint
+from azshogi.train.monitor import SelfPlayCount, SelfPlayProgress
+from azshogi.train.phases import PhaseClock
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+class FakeWriter:
+    def __init__(self):
+        self.points = []
+
+    def add_scalar(self, tag, value, step):
+        self.points.append((tag, value, step))
+
+    def flush(self):
+        pass
+
+
+def test_phases_never_overlap_and_add_up_to_the_wall_time():
+    clock = FakeClock()
+    phases = PhaseClock(clock)
+    clock.advance(1)  # outside any phase: other
+    with phases.phase("selfplay"):
+        clock.advance(10)
+        with phases.phase("records"):  # pauses self-play
+            clock.advance(2)
+        clock.advance(3)
+        phases.switch("pause")  # the target is reached: the moves in flight
+        clock.advance(4)
+    with phases.phase("train"):
+        clock.advance(5)
+    times = phases.lap()
+    assert times.seconds == {"selfplay": 13, "pause": 4, "train": 5, "checkpoint": 0, "eval": 0, "records": 2}
+    assert times.wall == 25 and times.other == 1
+    assert times.share("selfplay") == pytest.approx(13 / 25)
+    assert times.summary() == ("time 25 s: self-play 13.0 s (52%), pause/resume 4.0, train 5.0, checkpoint 0.0, "
+                               "eval 0.0, records 2.0, other 1.0")
+    with phases.phase("eval"):
+        clock.advance(7)
+    second = phases.lap()  # a lap starts where the previous one ended
+    assert second.wall == 7 and second.seconds["eval"] == 7 and second.seconds["train"] == 0
+    with pytest.raises(ValueError, match="unknown phase"):
+        phases.enter("lunch")
+
+
+def progress(clock, writer, eta_now=False, lines=None, show=False):
+    return SelfPlayProgress("self-play → checkpoint 1", 1000, 8, (1, 100), eta_now, writer,
+                            (lines if lines is not None else []).append, show=show, quiet_lines=lines is not None,
+                            clock=clock)
+
+
+def test_the_bar_moves_with_every_move_and_shows_one_rate():
+    clock, writer = FakeClock(), FakeWriter()
+    bar = progress(clock, writer)
+    assert bar.share() == 0 and bar.text().startswith("0 moves, 0 moves/s")
+    clock.advance(2)
+    bar.update(SelfPlayCount(moves=16))  # two moves of 8 games, no game finished yet
+    assert 0 < bar.share() < 0.02
+    assert bar.text() == "16 moves, 8 moves/s | 0/1,000 positions | 0 games done, 8 playing | 00:02"
+    assert bar.bar.n == int(1000 * bar.share())
+    clock.advance(2)
+    bar.update(SelfPlayCount(moves=40, positions=24, games=1, game_moves=24))
+    # Once a game has finished, the time left: (1000 - 24) positions at 10 moves/s.
+    assert bar.text().endswith("1 games done, 8 playing | 00:04, ~01:37 left")
+    assert "pos_s" not in bar.text() and bar.text().count("/s") == 1
+    bar.update(SelfPlayCount(moves=1200, positions=1000, games=40, game_moves=1000))
+    assert bar.share() == 1.0
+
+
+def test_a_later_phase_shows_the_time_left_from_the_start():
+    clock = FakeClock()
+    bar = progress(clock, FakeWriter(), eta_now=True)
+    clock.advance(1)
+    bar.update(SelfPlayCount(moves=10))
+    assert bar.text().endswith("00:01, ~01:40 left")
+
+
+def test_live_scalars_come_every_interval_at_steps_within_the_phase():
+    clock, writer = FakeClock(), FakeWriter()
+    bar = progress(clock, writer)
+    for second in range(1, 95):
+        clock.advance(1)
+        bar.update(SelfPlayCount(moves=8 * second, positions=4 * second, games=second // 10,
+                                 game_moves=40 * (second // 10)))
+    steps = sorted({step for _, _, step in writer.points})
+    assert len(steps) == 3 and all(1 <= s <= 100 for s in steps)  # at 30, 60 and 90 s
+    points = {(tag, step): value for tag, value, step in writer.points}
+    assert points[("selfplay/live/moves_per_s", steps[0])] == pytest.approx(8)
+    assert points[("selfplay/live/games_finished", steps[-1])] == 9
+    assert points[("selfplay/live/mean_game_length", steps[-1])] == 40
+    assert points[("selfplay/live/positions", steps[1])] == 240
+
+
+def test_without_a_terminal_progress_goes_to_the_log(monkeypatch):
+    monkeypatch.setattr(monitor, "PROGRESS_LINE_SECONDS", 10.0)
+    clock, lines = FakeClock(), []
+    bar = progress(clock, FakeWriter(), lines=lines)
+    for _ in range(25):
+        clock.advance(1)
+        bar.update(SelfPlayCount(moves=80))
+    assert len(lines) == 2 and lines[0].startswith("self-play → checkpoint 1: 7% | 80 moves, 8 moves/s")
+
+
+def test_a_cpu_run_with_the_gpu_defaults_is_told_about_the_cpu_preset():
+    hint = cpu_hint(Config(), torch.device("cpu"))
+    assert "+experiment=cpu" in hint and "20,000 positions" in hint
+    assert cpu_hint(Config(), torch.device("cuda")) is None
+    smaller = Config()
+    smaller.loop.positions_per_checkpoint = 6000
+    assert cpu_hint(smaller, torch.device("cpu")) is None
+
+
+def test_the_clock_goes_on_while_a_move_is_searched(monkeypatch, capsys):
+    monkeypatch.setattr(monitor, "BAR_TICK_SECONDS", 0.01)
+    clock = FakeClock()
+    bar = progress(clock, FakeWriter(), show=True)
+    clock.advance(5)  # no update: the main thread is busy with a move of every game
+    shown = ""
+    for _ in range(500):
+        shown += capsys.readouterr().err
+        if "| 00:05" in shown:
+            break
+        time.sleep(0.01)
+    bar.close()
+    assert "0 moves, 0 moves/s" in shown and "| 00:05" in shown
