@@ -75,7 +75,7 @@ def test_greedy_beats_random_and_csa_records_read_back(tmp_path):
 def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
     rules = Rules(max_plies=24)
     policy = make_player(f"policy:{checkpoint}", {}, rules=rules, dtype="fp32")
-    search = make_player(f"search:{checkpoint}", {"simulations": "4", "considered": "4"}, rules=rules,
+    search = make_player(f"gumbel:{checkpoint}", {"simulations": "4", "considered": "4"}, rules=rules,
                          max_games=4, dtype="fp32")
     calls = []
     choose = search.choose
@@ -92,14 +92,14 @@ def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
             assert len(g.moves) == 24
 
 
-def test_puct_search_player_with_virtual_loss(checkpoint):
+def test_engine_search_player_with_a_node_budget(checkpoint):
     rules = Rules(max_plies=10)
-    puct = make_player(f"search:{checkpoint}", {"kind": "puct", "simulations": "8", "leaves": "4"}, rules=rules,
-                       max_games=2, dtype="fp32")
-    assert puct.search.leaves_per_step == 4
-    result = play_match(puct, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
+    engine = make_player(f"search:{checkpoint}", {"nodes": "8", "batch": "4", "mate": "0"}, rules=rules,
+                         max_games=2, dtype="fp32")
+    assert engine.search.batch_size == 4 and engine.nodes == 8
+    result = play_match(engine, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
     check_consistent(result, 2)
-    with pytest.raises(ValueError, match="unknown options"):
+    with pytest.raises(ValueError, match="unknown option depth"):
         make_player(f"search:{checkpoint}", {"depth": "3"}, rules=rules, dtype="fp32")
 
 
@@ -184,11 +184,12 @@ def test_search_player_plays_a_mate_found_at_the_root():
     from conftest import uniform_evaluator
 
     from azshogi.config import SearchConfig
-    from azshogi.play.players import SearchPlayer, Turn
+    from azshogi.play.players import GumbelPlayer, SearchPlayer, Turn
     from azshogi.shogi.rules import Rules
 
     board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
-    player = SearchPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)
-    player.new_game(0)
-    (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
-    assert choice.move == "G*5b"
+    for player in (SearchPlayer(uniform_evaluator(), Rules(), 1, nodes=1),
+                   GumbelPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)):
+        player.new_game(0)
+        (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
+        assert choice.move == "G*5b"

@@ -27,6 +27,9 @@ from azshogi.shogi.rules import Rules, outcome
 TREE_REPETITION_PLIES = 16
 
 SelectFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+# share(actors (G,), nodes (G,), counts (G,), depth) -> (G, counts.max()) edges: the edges that
+# counts[g] descents arriving together at node g take, in the order taken (see simulate_together).
+ShareFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
 
 # What a descent ended on.
 _NEW, _KNOWN, _COLLISION = 0, 1, 2
@@ -213,3 +216,172 @@ class Simulator:
         value = np.broadcast_to(np.asarray(value, np.float32), counted.shape)
         np.add.at(self.tree.edge_visits, index, np.float32(visits))
         np.add.at(self.tree.edge_value_sum, index, sign * value[i_idx])
+
+    # --- many descents of each tree per forward pass, walked level by level ---
+
+    def simulate_together(self, boards: Sequence[cshogi.Board], plies: np.ndarray, share: ShareFn, leaves,
+                          roots: Optional[np.ndarray] = None, actors: Optional[np.ndarray] = None) -> None:
+        """`leaves` descents of each of `actors`' trees (an int, or one per actor), all their new
+        leaves evaluated in one forward pass.
+
+        The descents walk down together one tree level at a time, without boards: at each level
+        the descents that stand on the same node are handed to `share` as one group, which says
+        which edges they take (all of a level's groups in a few calls, so the Python work per
+        level is shared by every descent). How a group is shared out is the search family's
+        rule (the engine: virtual-loss PUCT, search/anytime.py); nothing is written into the
+        tree until the backup. Only then are the boards walked, once per new leaf (consecutive
+        leaves share the moves of their common prefix), to prepare the leaves as `simulate` does.
+
+        A descent that takes an edge another descent of this step has just taken into a new
+        node ends there (a collision): it is dropped from the backup, unless that node turns out
+        to end the game, whose value it backs up like any descent that reaches a known end.
+        """
+        start = time.perf_counter()
+        tree = self.tree
+        actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
+        roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
+        who = np.repeat(actors, np.broadcast_to(np.asarray(leaves, np.int64), actors.shape))
+        node = np.repeat(roots[actors], np.broadcast_to(np.asarray(leaves, np.int64), actors.shape))
+        self._ensure_rows(len(who))
+        path_nodes, path_edges, length, kind, value = self._descend_together(share, who, node)
+        row = np.full(len(who), -1, np.int64)
+        pending_actors, pending_nodes, pending_rows, moves, turns = [], [], [], [], []
+        self._prepare_paths(boards, plies, who, node, path_nodes, path_edges, length, kind, value, row,
+                            pending_actors, pending_nodes, pending_rows, moves, turns)
+        collided = np.flatnonzero(kind == _COLLISION)
+        over = collided[tree.node_terminal[who[collided], node[collided]]]
+        kind[over], value[over] = _KNOWN, tree.node_value[who[over], node[over]]
+        self.collisions += len(collided) - len(over)
+        if pending_rows:
+            values = self._evaluate_and_expand(pending_actors, pending_nodes, moves, turns)
+            new = kind == _NEW
+            value[new] = values[row[new]]
+        self._back_up(who, path_nodes, path_edges, length, kind, value)
+        self.seconds += time.perf_counter() - start
+
+    def _descend_together(self, share: ShareFn, who: np.ndarray, node: np.ndarray):
+        """Walks all descents down level by level (the tree only). Returns their path nodes and
+        edges (D, depth), lengths, what each ended on and the values of known ends; `node`
+        becomes each descent's last node."""
+        tree, num = self.tree, len(who)
+        depth_cap = 16
+        path_nodes = np.zeros((num, depth_cap), np.int64)
+        path_edges = np.zeros((num, depth_cap), np.int64)
+        length = np.zeros(num, np.int64)
+        kind = np.full(num, _KNOWN, np.int64)
+        value = np.zeros(num, np.float32)
+        active = np.arange(num)
+        depth = 0
+        while active.size:
+            if depth == depth_cap:
+                depth_cap *= 2
+                path_nodes = np.pad(path_nodes, ((0, 0), (0, depth_cap - path_nodes.shape[1])))
+                path_edges = np.pad(path_edges, ((0, 0), (0, depth_cap - path_edges.shape[1])))
+            a, current = who[active], node[active]
+            edges = self._share_by_node(share, a, current, depth)
+            path_nodes[active, depth] = current
+            path_edges[active, depth] = edges
+            child = tree.edge_child[a, current, edges].astype(np.int64)
+            depth += 1
+            length[active] = depth
+            for i in np.flatnonzero(child < 0).tolist():
+                # The first descent through a new edge adds its node; a later one of this step
+                # finds that node waiting for its evaluation.
+                actor, parent, e = int(a[i]), int(current[i]), int(edges[i])
+                made = int(tree.edge_child[actor, parent, e])
+                if made < 0:
+                    made = tree.add_node(actor)
+                    tree.edge_child[actor, parent, e] = made
+                    kind[active[i]] = _NEW
+                else:
+                    kind[active[i]] = _COLLISION
+                child[i] = made
+            node[active] = child
+            seen = np.flatnonzero(kind[active] == _KNOWN)  # reached a node that existed before
+            k_who, k_child = a[seen], child[seen]
+            terminal = tree.node_terminal[k_who, k_child]
+            waiting = ~terminal & (tree.num_edges[k_who, k_child] == 0)
+            value[active[seen[terminal]]] = tree.node_value[k_who[terminal], k_child[terminal]]
+            kind[active[seen[waiting]]] = _COLLISION
+            active = active[seen[~(terminal | waiting)]]
+        return path_nodes[:, :depth], path_edges[:, :depth], length, kind, value
+
+    def _share_by_node(self, share: ShareFn, actors: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
+        """One edge per descent: the descents on one node form a group, and the k-th of a group
+        (in descent order) takes the group's k-th edge. Groups of similar size (within a factor
+        of four) go to `share` together, so that its (groups x size) arrays stay dense."""
+        if len(actors) == 1:
+            return share(actors, nodes, np.ones(1, np.int64), depth)[:, 0]
+        key = actors * self.tree.max_nodes + nodes
+        order = np.argsort(key, kind="stable")
+        ordered = key[order]
+        first = np.ones(len(key), np.bool_)
+        first[1:] = ordered[1:] != ordered[:-1]
+        starts = np.flatnonzero(first)
+        heads = order[starts]
+        if len(starts) == len(key):  # every descent on its own node
+            return share(actors[heads], nodes[heads], np.ones(len(key), np.int64), depth)[np.argsort(heads), 0]
+        sizes = np.diff(np.append(starts, len(key)))
+        group_of = np.repeat(np.arange(len(starts)), sizes)
+        rank = np.arange(len(key)) - starts[group_of]
+        taken = np.zeros((len(starts), int(sizes.max())), np.int64)
+        size_class = np.log2(sizes).astype(np.int64) // 2
+        for c in np.unique(size_class).tolist():
+            groups = np.flatnonzero(size_class == c)
+            chosen = share(actors[heads[groups]], nodes[heads[groups]], sizes[groups], depth)
+            taken[groups, :chosen.shape[1]] = chosen
+        edges = np.empty(len(key), np.int64)
+        edges[order] = taken[group_of, rank]
+        return edges
+
+    def _prepare_paths(self, boards, plies, who, node, path_nodes, path_edges, length, kind, value, row,
+                       pending_actors, pending_nodes, pending_rows, moves, turns) -> None:
+        """Walks each actor's board to its new leaves in descent order (consecutive leaves share
+        the moves of their common prefix) and prepares each leaf as `_descend` does."""
+        new = np.flatnonzero(kind == _NEW)
+        if not new.size:
+            return
+        lines = self.tree.edge_move[who[new, None], path_nodes[new], path_edges[new]].tolist()
+        walked: dict[int, list] = {}  # actor -> the moves pushed on its board
+        for i, line in zip(new.tolist(), lines):
+            a = int(who[i])
+            board, line = boards[a], line[:int(length[i])]
+            done = walked.get(a, [])
+            common = 0
+            while common < len(done) and common < len(line) and done[common] == line[common]:
+                common += 1
+            for _ in range(len(done) - common):
+                board.pop()
+            for m in line[common:]:
+                board.push(m)
+            walked[a] = line
+            self._prepare_leaves(boards, plies, who[i:i + 1], node[i:i + 1], length[i:i + 1], kind[i:i + 1],
+                                 value[i:i + 1], row[i:i + 1], pending_actors, pending_nodes, pending_rows, moves,
+                                 turns)
+        for a, done in walked.items():
+            for _ in done:
+                boards[a].pop()
+
+    def _evaluate_and_expand(self, actors: list, nodes: list, moves: list, turns: list) -> np.ndarray:
+        """Evaluates the prepared leaves (batch rows 0..k-1) in one forward pass and expands
+        them; returns their values (each node's side to move)."""
+        k = len(actors)
+        logits, probability = self.evaluator.evaluate(self.features1[:k], self.features2[:k])
+        values = (2.0 * probability - 1.0).astype(np.float32)
+        self.tree.expand(np.array(actors, np.int64), np.array(nodes, np.int64), moves, np.array(turns, np.int64),
+                         logits, values)
+        return values
+
+    def _back_up(self, who, path_nodes, path_edges, length, kind, value) -> None:
+        """Adds a visit and the leaf's value along the path of every descent but collisions."""
+        counted = np.flatnonzero(kind != _COLLISION)
+        depth = np.arange(path_nodes.shape[1])
+        i_idx, d_idx = np.nonzero(depth[None, :] < length[counted, None])
+        if not i_idx.size:
+            return
+        i_idx = counted[i_idx]
+        index = (who[i_idx], path_nodes[i_idx, d_idx], path_edges[i_idx, d_idx])
+        # The edge entering the leaf belongs to the leaf's opponent: sign -1, then alternating.
+        sign = np.where((length[i_idx] - d_idx) % 2 == 1, -1.0, 1.0)
+        np.add.at(self.tree.edge_visits, index, np.float32(1.0))
+        np.add.at(self.tree.edge_value_sum, index, (sign * value[i_idx]).astype(np.float32))
