@@ -193,3 +193,50 @@ def test_search_player_plays_a_mate_found_at_the_root():
         player.new_game(0)
         (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
         assert choice.move == "G*5b"
+
+
+def test_a_match_of_the_engine_is_reproducible_with_a_node_budget(checkpoint):
+    rules = Rules(max_plies=16)
+
+    def match():
+        engine = make_player(f"search:{checkpoint}", {"nodes": "12", "batch": "4"}, rules=rules, max_games=3,
+                             dtype="fp32")
+        other = make_player(f"search:{checkpoint}", {"nodes": "6", "batch": "2", "name": "small"}, rules=rules,
+                            max_games=3, dtype="fp32")
+        return play_match(engine, other, 4, openings=Openings("random:4", seed=5), rules=rules, in_flight=3,
+                          progress=False)
+
+    first, second = match(), match()
+    check_consistent(first, 4)
+    assert [g.moves for g in first.games] == [g.moves for g in second.games]
+    assert [g.reason for g in first.games] == [g.reason for g in second.games]
+
+
+def test_json_scores_are_fractions_and_records_carry_the_start_time(tmp_path):
+    result = play_match(GreedyPlayer(1), RandomPlayer(2), 4, rules=Rules(max_plies=30), in_flight=2,
+                        records_dir=tmp_path, record_format="kif", progress=False)
+    summary = result.as_dict()
+    for side, black in (("a_black", True), ("a_white", False)):
+        games = [g for g in result.games if g.a_is_black == black]
+        assert summary[side]["games"] == len(games) == 2
+        assert summary[side]["score"] == pytest.approx(sum(g.a_score for g in games) / len(games))
+    assert summary["score"] == pytest.approx(sum(g.a_score for g in result.games) / 4)
+    for g in result.games:
+        text = (tmp_path / f"game-{g.index:04d}.kif").read_text(encoding="cp932")
+        assert f"開始日時：{g.started:%Y/%m/%d %H:%M:%S}" in text  # when it began, not when it was written
+
+
+def test_arena_mistakes_end_in_one_line(checkpoint):
+    for args, named in [(["search:checkpoints/nope.pt", "greedy"], "nope.pt"),
+                        (["greedy", "random", "-a", "simulations=abc"], "simulations"),
+                        ([f"search:{checkpoint}", "greedy", "-a", "nodes=abc"], "nodes='abc'"),
+                        ([f"gumbel:{checkpoint}", "greedy", "-a", "simulations=0"], "simulations='0'"),
+                        ([f"search:{checkpoint}", "greedy", "-a", "simulations=8"], "gumbel"),
+                        (["greedy", "nobody"], "nobody"), (["greedy", "random", "--games", "0"], "--games"),
+                        (["greedy", "random", "--openings", "file:/nope"], "/nope"),
+                        (["greedy", "random", "-b", "x"], "KEY=VALUE")]:
+        out = subprocess.run([sys.executable, "-m", "azshogi.commands.arena", *args, "--quiet"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("azshogi-arena: error: "), out.stderr
+        assert named in out.stderr, (named, out.stderr)

@@ -320,7 +320,9 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
         unknown = sorted(set(options) - set(_OPTIONS[kind]))
         if unknown:
             allowed = ", ".join(_OPTIONS[kind] + ("name",))
-            raise ValueError(f"player {spec!r}: unknown option {', '.join(unknown)} (it takes {allowed})")
+            hint = "; gumbel:CKPT (self-play's search) takes simulations and considered" \
+                if kind == "search" and {"simulations", "considered"} & set(unknown) else ""
+            raise ValueError(f"player {spec!r}: unknown option {', '.join(unknown)} (it takes {allowed}{hint})")
     if kind in ("random", "greedy"):
         return RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed, name or "greedy")
     if kind in ("policy", "search", "gumbel"):

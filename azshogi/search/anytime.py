@@ -212,7 +212,7 @@ class GameSearch:
     # --- the search ---
 
     def _share(self, actors: np.ndarray, nodes: np.ndarray, counts: np.ndarray, depth: int) -> np.ndarray:
-        """The edges that counts[g] descents arriving at node g take (simulator.ShareFn)."""
+        """How many of counts[g] descents arriving at node g take each edge (simulator.ShareFn)."""
         tree = self.tree
         width = max(int(tree.num_edges[actors, nodes].max()), 1)
         logits = tree.edge_logit[actors, nodes, :width]

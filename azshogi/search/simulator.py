@@ -27,8 +27,8 @@ from azshogi.shogi.rules import Rules, outcome
 TREE_REPETITION_PLIES = 16
 
 SelectFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
-# share(actors (G,), nodes (G,), counts (G,), depth) -> (G, counts.max()) edges: the edges that
-# counts[g] descents arriving together at node g take, in the order taken (see simulate_together).
+# share(actors (G,), nodes (G,), counts (G,), depth) -> (G, K) how many of the counts[g] descents
+# arriving together at node g take each of its edges (see simulate_together).
 ShareFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
 
 # What a descent ended on.
@@ -172,27 +172,35 @@ class Simulator:
         """At each new leaf (boards still pushed down): a game end gives the value at once;
         otherwise its features go into the next free batch row."""
         start = time.perf_counter()
-        tree, rules = self.tree, self.rules
         for i in np.flatnonzero(kind == _NEW).tolist():
-            a, n = int(actors[i]), int(node[i])
-            board = boards[a]
-            legal = list(board.legal_moves)
-            end = outcome(board, int(plies[a]) + int(length[i]), rules, repetition_plies=TREE_REPETITION_PLIES,
-                          mate_plies=self.leaf_mate_plies, has_legal_move=bool(legal))
-            if end is not None:
-                tree.set_terminal(a, n, end.value)
-                kind[i] = _KNOWN
-                value[i] = end.value
-                continue
-            r = len(pending_rows)
-            features.write(board, self.features1, self.features2, r)
-            row[i] = r
-            pending_actors.append(a)
-            pending_nodes.append(n)
-            pending_rows.append(r)
-            moves.append(legal)
-            turns.append(board.turn)
+            a = int(actors[i])
+            end = self._prepare_leaf(boards[a], a, int(node[i]), int(plies[a]) + int(length[i]), pending_actors,
+                                     pending_nodes, pending_rows, moves, turns)
+            if end is None:
+                row[i] = pending_rows[-1]
+            else:
+                kind[i], value[i] = _KNOWN, end
         self.leaf_seconds += time.perf_counter() - start
+
+    def _prepare_leaf(self, board, actor: int, node: int, ply: int, pending_actors, pending_nodes, pending_rows,
+                      moves, turns) -> Optional[float]:
+        """One new leaf, `board` at its position (`ply` plies from the game's start): a game end
+        makes it terminal and its value is returned; otherwise its features go into the next
+        free batch row (None)."""
+        legal = list(board.legal_moves)
+        end = outcome(board, ply, self.rules, repetition_plies=TREE_REPETITION_PLIES,
+                      mate_plies=self.leaf_mate_plies, has_legal_move=bool(legal))
+        if end is not None:
+            self.tree.set_terminal(actor, node, end.value)
+            return end.value
+        r = len(pending_rows)
+        features.write(board, self.features1, self.features2, r)
+        pending_actors.append(actor)
+        pending_nodes.append(node)
+        pending_rows.append(r)
+        moves.append(legal)
+        turns.append(board.turn)
+        return None
 
     def _add(self, path: dict, visits, value, alternate: bool) -> None:
         """Adds `visits` and `value` to every edge on the paths (collisions skipped).
@@ -284,18 +292,18 @@ class Simulator:
             child = tree.edge_child[a, current, edges].astype(np.int64)
             depth += 1
             length[active] = depth
-            for i in np.flatnonzero(child < 0).tolist():
-                # The first descent through a new edge adds its node; a later one of this step
-                # finds that node waiting for its evaluation.
-                actor, parent, e = int(a[i]), int(current[i]), int(edges[i])
-                made = int(tree.edge_child[actor, parent, e])
-                if made < 0:
-                    made = tree.add_node(actor)
-                    tree.edge_child[actor, parent, e] = made
-                    kind[active[i]] = _NEW
-                else:
-                    kind[active[i]] = _COLLISION
-                child[i] = made
+            fresh = np.flatnonzero(child < 0)
+            if fresh.size:
+                # The first descent through a new edge adds its node; the later ones of this step
+                # find that node waiting for its evaluation.
+                edge_key = (a[fresh] * tree.max_nodes + current[fresh]) * tree.width + edges[fresh]
+                _, first, which = np.unique(edge_key, return_index=True, return_inverse=True)
+                makers = fresh[first]
+                made = tree.add_nodes(a[makers])
+                tree.edge_child[a[makers], current[makers], edges[makers]] = made
+                child[fresh] = made[which.ravel()]
+                kind[active[fresh]] = _COLLISION
+                kind[active[makers]] = _NEW
             node[active] = child
             seen = np.flatnonzero(kind[active] == _KNOWN)  # reached a node that existed before
             k_who, k_child = a[seen], child[seen]
@@ -307,11 +315,12 @@ class Simulator:
         return path_nodes[:, :depth], path_edges[:, :depth], length, kind, value
 
     def _share_by_node(self, share: ShareFn, actors: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
-        """One edge per descent: the descents on one node form a group, and the k-th of a group
-        (in descent order) takes the group's k-th edge. Groups of similar size (within a factor
-        of four) go to `share` together, so that its (groups x size) arrays stay dense."""
+        """One edge per descent: the descents on one node form a group, `share` says how many of
+        them take each edge, and they take them in descent order and edge order. Groups of
+        similar size (within a factor of four) go to `share` together, so that its
+        (groups x edges x size) arrays stay dense."""
         if len(actors) == 1:
-            return share(actors, nodes, np.ones(1, np.int64), depth)[:, 0]
+            return share(actors, nodes, np.ones(1, np.int64), depth).argmax(axis=1)
         key = actors * self.tree.max_nodes + nodes
         order = np.argsort(key, kind="stable")
         ordered = key[order]
@@ -320,7 +329,9 @@ class Simulator:
         starts = np.flatnonzero(first)
         heads = order[starts]
         if len(starts) == len(key):  # every descent on its own node
-            return share(actors[heads], nodes[heads], np.ones(len(key), np.int64), depth)[np.argsort(heads), 0]
+            edges = np.empty(len(key), np.int64)
+            edges[heads] = share(actors[heads], nodes[heads], np.ones(len(key), np.int64), depth).argmax(axis=1)
+            return edges
         sizes = np.diff(np.append(starts, len(key)))
         group_of = np.repeat(np.arange(len(starts)), sizes)
         rank = np.arange(len(key)) - starts[group_of]
@@ -328,8 +339,12 @@ class Simulator:
         size_class = np.log2(sizes).astype(np.int64) // 2
         for c in np.unique(size_class).tolist():
             groups = np.flatnonzero(size_class == c)
-            chosen = share(actors[heads[groups]], nodes[heads[groups]], sizes[groups], depth)
-            taken[groups, :chosen.shape[1]] = chosen
+            shares = share(actors[heads[groups]], nodes[heads[groups]], sizes[groups], depth)
+            row, column = np.nonzero(shares)  # by group, then by edge
+            repeats = shares[row, column]
+            row = np.repeat(row, repeats)
+            taken[groups[row], np.arange(len(row)) - np.repeat(np.cumsum(sizes[groups]) - sizes[groups],
+                                                                 sizes[groups])] = np.repeat(column, repeats)
         edges = np.empty(len(key), np.int64)
         edges[order] = taken[group_of, rank]
         return edges
@@ -337,30 +352,35 @@ class Simulator:
     def _prepare_paths(self, boards, plies, who, node, path_nodes, path_edges, length, kind, value, row,
                        pending_actors, pending_nodes, pending_rows, moves, turns) -> None:
         """Walks each actor's board to its new leaves in descent order (consecutive leaves share
-        the moves of their common prefix) and prepares each leaf as `_descend` does."""
+        the moves of their common prefix) and prepares each leaf (`_prepare_leaf`)."""
         new = np.flatnonzero(kind == _NEW)
         if not new.size:
             return
+        start = time.perf_counter()
         lines = self.tree.edge_move[who[new, None], path_nodes[new], path_edges[new]].tolist()
         walked: dict[int, list] = {}  # actor -> the moves pushed on its board
-        for i, line in zip(new.tolist(), lines):
-            a = int(who[i])
-            board, line = boards[a], line[:int(length[i])]
+        for i, a, n, depth, line in zip(new.tolist(), who[new].tolist(), node[new].tolist(), length[new].tolist(),
+                                        lines):
+            board, line = boards[a], line[:depth]
             done = walked.get(a, [])
             common = 0
-            while common < len(done) and common < len(line) and done[common] == line[common]:
+            while common < len(done) and common < depth and done[common] == line[common]:
                 common += 1
             for _ in range(len(done) - common):
                 board.pop()
             for m in line[common:]:
                 board.push(m)
             walked[a] = line
-            self._prepare_leaves(boards, plies, who[i:i + 1], node[i:i + 1], length[i:i + 1], kind[i:i + 1],
-                                 value[i:i + 1], row[i:i + 1], pending_actors, pending_nodes, pending_rows, moves,
-                                 turns)
+            end = self._prepare_leaf(board, a, n, int(plies[a]) + depth, pending_actors, pending_nodes, pending_rows,
+                                     moves, turns)
+            if end is None:
+                row[i] = pending_rows[-1]
+            else:
+                kind[i], value[i] = _KNOWN, end
         for a, done in walked.items():
             for _ in done:
                 boards[a].pop()
+        self.leaf_seconds += time.perf_counter() - start
 
     def _evaluate_and_expand(self, actors: list, nodes: list, moves: list, turns: list) -> np.ndarray:
         """Evaluates the prepared leaves (batch rows 0..k-1) in one forward pass and expands

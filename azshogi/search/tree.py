@@ -64,6 +64,25 @@ class Tree:
         self.num_edges[actor, index] = 0
         return index
 
+    def add_nodes(self, actors: np.ndarray) -> np.ndarray:
+        """`add_node` for each of `actors` (repeats allowed), at once: the new nodes' indices,
+        an actor's in the order given."""
+        actors = np.asarray(actors, np.int64)
+        order = np.argsort(actors, kind="stable")
+        ordered = actors[order]
+        first = np.ones(len(actors), np.bool_)
+        first[1:] = ordered[1:] != ordered[:-1]
+        starts = np.flatnonzero(first)
+        rank = np.arange(len(actors)) - np.repeat(starts, np.diff(np.append(starts, len(actors))))
+        index = np.empty(len(actors), np.int64)
+        index[order] = self.num_nodes[ordered] + rank
+        if len(actors) and index.max() >= self.max_nodes:
+            self.reserve(max(2 * self.max_nodes, int(index.max()) + 1), self.width)
+        np.add.at(self.num_nodes, actors, 1)
+        self.node_terminal[actors, index] = False
+        self.num_edges[actors, index] = 0
+        return index
+
     def set_terminal(self, actor: int, node: int, value: float) -> None:
         self.node_terminal[actor, node] = True
         self.node_value[actor, node] = value
