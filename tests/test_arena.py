@@ -145,8 +145,6 @@ def test_command_prints_summary_and_a_json_last_line(tmp_path, capsys):
     assert summary["games"] == 4 == summary["wins"] + summary["losses"] + summary["draws"]
     assert any(line.startswith("Elo difference") for line in lines)
     assert len(list(tmp_path.glob("game-*.csa"))) == 4
-    with pytest.raises(SystemExit):
-        arena.main(["greedy", "nobody", "--games", "2", "--quiet"])
 
 
 @pytest.mark.skipif(not Path(FAIRY).exists(), reason="fairy-stockfish is not installed")
@@ -226,7 +224,7 @@ def test_json_scores_are_fractions_and_records_carry_the_start_time(tmp_path):
         assert f"開始日時：{g.started:%Y/%m/%d %H:%M:%S}" in text  # when it began, not when it was written
 
 
-def test_arena_mistakes_end_in_one_line(checkpoint):
+def test_arena_mistakes_end_in_one_line(checkpoint, capsys):
     for args, named in [(["search:checkpoints/nope.pt", "greedy"], "nope.pt"),
                         (["greedy", "random", "-a", "simulations=abc"], "simulations"),
                         ([f"search:{checkpoint}", "greedy", "-a", "nodes=abc"], "nodes='abc'"),
@@ -235,8 +233,9 @@ def test_arena_mistakes_end_in_one_line(checkpoint):
                         (["greedy", "nobody"], "nobody"), (["greedy", "random", "--games", "0"], "--games"),
                         (["greedy", "random", "--openings", "file:/nope"], "/nope"),
                         (["greedy", "random", "-b", "x"], "KEY=VALUE")]:
-        out = subprocess.run([sys.executable, "-m", "azshogi.commands.arena", *args, "--quiet"],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 2, (args, out.stderr)
-        assert out.stderr.count("\n") == 1 and out.stderr.startswith("azshogi-arena: error: "), out.stderr
-        assert named in out.stderr, (named, out.stderr)
+        with pytest.raises(SystemExit) as exit:
+            arena.main([*args, "--quiet"])
+        err = capsys.readouterr().err
+        assert exit.value.code == 2, (args, err)
+        assert err.count("\n") == 1 and err.startswith("azshogi-arena: error: "), err
+        assert named in err, (named, err)

@@ -350,7 +350,7 @@ class UsiEngine:
         board, search, samples = cshogi.Board(), self.search, []
         search.prepare(board, "", [])
         batch = search.batch_size
-        for leaves in (1, batch, 1, batch, batch):
+        for leaves in (1, batch, 1, batch):  # the first of each size pays for warm-up
             report = search.run(board, 0, lambda progress: 0 if progress.step_leaves else leaves)
             samples.append((leaves, report.seconds))
         self.timer.calibrate(samples)

@@ -53,20 +53,15 @@ class Engine:
     searches: dict = field(default_factory=dict)  # position -> [Search]
 
 
-def go(client: UsiClient, moves: list, go_args: str, timeout: float = 600.0) -> Search:
-    """Sends `position` and `go`; waits for `bestmove`."""
+def go(client: UsiClient, moves: list, go_args: str) -> Search:
+    """A fresh search (`usinewgame`: no tree kept from the last one) of startpos + moves."""
     client.send("usinewgame")
-    client.send("position startpos" + (" moves " + " ".join(moves) if moves else ""))
-    nodes, engine_ms = 0, 0
     start = time.perf_counter()
-    client.send("go " + go_args)
-    for line in client._until("bestmove", timeout):
-        words = line.split()
-        if words[0] == "info" and "nodes" in words and "time" in words:
-            nodes, engine_ms = int(words[words.index("nodes") + 1]), int(words[words.index("time") + 1])
-        if words[0] == "bestmove":
-            return Search(nodes, engine_ms, time.perf_counter() - start, words[1] if len(words) > 1 else "")
-    raise RuntimeError("no bestmove")
+    move, info = client.go(None, moves, go_args)
+    wall = time.perf_counter() - start
+    words = (info or "").split()
+    figures = {key: int(words[words.index(key) + 1]) for key in ("nodes", "time") if key in words}
+    return Search(figures.get("nodes", 0), figures.get("time", 0), wall, move)
 
 
 def untrained_checkpoint(shape: str, folder: Path, seed: int = 0) -> Path:

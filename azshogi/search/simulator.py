@@ -272,26 +272,15 @@ class Simulator:
         edges (D, depth), lengths, what each ended on and the values of known ends; `node`
         becomes each descent's last node."""
         tree, num = self.tree, len(who)
-        depth_cap = 16
-        path_nodes = np.zeros((num, depth_cap), np.int64)
-        path_edges = np.zeros((num, depth_cap), np.int64)
-        length = np.zeros(num, np.int64)
         kind = np.full(num, _KNOWN, np.int64)
         value = np.zeros(num, np.float32)
+        levels = []  # per depth: (descents still going down, their nodes, the edges they take)
         active = np.arange(num)
-        depth = 0
         while active.size:
-            if depth == depth_cap:
-                depth_cap *= 2
-                path_nodes = np.pad(path_nodes, ((0, 0), (0, depth_cap - path_nodes.shape[1])))
-                path_edges = np.pad(path_edges, ((0, 0), (0, depth_cap - path_edges.shape[1])))
             a, current = who[active], node[active]
-            edges = self._share_by_node(share, a, current, depth)
-            path_nodes[active, depth] = current
-            path_edges[active, depth] = edges
+            edges = self._share_by_node(share, a, current, len(levels))
+            levels.append((active, current, edges))
             child = tree.edge_child[a, current, edges].astype(np.int64)
-            depth += 1
-            length[active] = depth
             fresh = np.flatnonzero(child < 0)
             if fresh.size:
                 # The first descent through a new edge adds its node; the later ones of this step
@@ -312,7 +301,13 @@ class Simulator:
             value[active[seen[terminal]]] = tree.node_value[k_who[terminal], k_child[terminal]]
             kind[active[seen[waiting]]] = _COLLISION
             active = active[seen[~(terminal | waiting)]]
-        return path_nodes[:, :depth], path_edges[:, :depth], length, kind, value
+        path_nodes = np.zeros((num, len(levels)), np.int64)
+        path_edges = np.zeros((num, len(levels)), np.int64)
+        length = np.zeros(num, np.int64)
+        for depth, (going, current, edges) in enumerate(levels):
+            path_nodes[going, depth], path_edges[going, depth] = current, edges
+            length[going] = depth + 1
+        return path_nodes, path_edges, length, kind, value
 
     def _share_by_node(self, share: ShareFn, actors: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
         """One edge per descent: the descents on one node form a group, `share` says how many of
