@@ -94,16 +94,16 @@ def reference_step(search, board, ply, leaves):
     for _ in range(leaves):
         node, path = 0, []
         while True:
-            n = int(tree.num_edges[0, node])
-            if node not in before:
-                prior = masked_softmax(tree.edge_logit[0:1, node, :n])
-                visits = tree.edge_visits[0:1, node, :n]
+            if node not in before:  # whole rows: sums over padding are exact (tree.edge_sum)
+                prior = masked_softmax(tree.edge_logit[0:1, node])
+                visits = tree.edge_visits[0:1, node]
                 fpu = first_play_urgency(tree.node_value[0:1, node], prior, visits, search.fpu_reduction)
                 before[node] = (prior, visits.sum(axis=1, keepdims=True), fpu)
             prior, parent, fpu = before[node]
-            k = np.array([[arrivals[node, e] for e in range(n)]], np.float32) * np.float32(vl)
-            scores = puct_scores(prior, tree.edge_visits[0:1, node, :n] + k, tree.edge_value_sum[0:1, node, :n] - k,
-                                 np.ones((1, n), bool), search.c_base, search.c_init, fpu, parent_visits=parent)
+            k = np.array([[arrivals[node, e] for e in range(tree.width)]], np.float32) * np.float32(vl)
+            scores = puct_scores(prior, tree.edge_visits[0:1, node] + k, tree.edge_value_sum[0:1, node] - k,
+                                 tree.valid(np.zeros(1, np.int64), np.array([node])), search.c_base, search.c_init,
+                                 fpu, parent_visits=parent)
             edge = int(scores.argmax())
             arrivals[node, edge] += 1
             path.append((node, edge))

@@ -166,7 +166,7 @@ class StepTimer:
         ratio = seconds / expected
         self.scale = ratio if ratio > self.scale else 0.8 * self.scale + 0.2 * ratio
 
-    def most_leaves(self, seconds: float, cap: int, safety: float = 1.25, reserve: float = 0.005) -> int:
+    def most_leaves(self, seconds: float, cap: int, safety: float = 1.25, reserve: float = 0.01) -> int:
         """The largest step size in [1, cap] whose predicted time, times `safety`, plus `reserve`
         (for the bestmove line) fits in `seconds`; 0 when not even one leaf fits."""
         room = (seconds - reserve) / safety

@@ -214,7 +214,9 @@ class GameSearch:
     def _share(self, actors: np.ndarray, nodes: np.ndarray, counts: np.ndarray, depth: int) -> np.ndarray:
         """How many of counts[g] descents arriving at node g take each edge (simulator.ShareFn)."""
         tree = self.tree
-        width = max(int(tree.num_edges[actors, nodes].max()), 1)
+        # A multiple of 8 columns: sums over padding zeros are then the same to the last bit
+        # (tree.edge_sum), whatever the rows' width.
+        width = min(-(-max(int(tree.num_edges[actors, nodes].max()), 1) // 8) * 8, tree.width)
         logits = tree.edge_logit[actors, nodes, :width]
         visits = tree.edge_visits[actors, nodes, :width]
         prior = masked_softmax(logits)
@@ -331,8 +333,9 @@ class GameSearch:
         if visits[edge] > 0:
             value = float(tree.edge_value_sum[game, 0, edge] / visits[edge])
         else:
-            prior = masked_softmax(tree.edge_logit[game, 0:1, :n])
-            value = float(first_play_urgency(tree.node_value[game, 0:1], prior, visits[None], self.fpu_reduction)[0, 0])
+            prior = masked_softmax(tree.edge_logit[game, 0:1])
+            value = float(first_play_urgency(tree.node_value[game, 0:1], prior, tree.edge_visits[game, 0:1],
+                                             self.fpu_reduction)[0, 0])
         pv = [int(tree.edge_move[game, 0, edge])]
         child = int(tree.edge_child[game, 0, edge])
         if child >= 0:
