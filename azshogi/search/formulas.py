@@ -52,8 +52,8 @@ def puct_shares(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, va
     scores = puct_scores(prior[:, None, :], visits[:, None, :] + k, value_sum[:, None, :] - k,
                          valid[:, None, :] & (np.arange(n)[:, None] < counts[:, None, None]), c_base, c_init,
                          np.asarray(unvisited_q)[..., None], parent_visits=parent)
-    # Only an unvisited edge's first two entries can rise (first-play urgency below -1 + its
-    # virtual loss's U); every later entry, and every visited edge's, falls with k.
+    # Only an unvisited edge's first two entries can rise (when its first-play urgency is below
+    # -1, the Q a virtual loss gives); every later entry, and every visited edge's, falls with k.
     if (scores[:, 0] < scores[:, 1]).any():
         scores = np.minimum.accumulate(scores, axis=1)
     flat = scores.reshape(len(prior), -1)

@@ -236,9 +236,11 @@ class Simulator:
         the descents that stand on the same node are handed to `share` as one group, which says
         which edges they take (all of a level's groups in a few calls, so the Python work per
         level is shared by every descent). How a group is shared out is the search family's
-        rule (the engine: virtual-loss PUCT, search/anytime.py); nothing is written into the
-        tree until the backup. Only then are the boards walked, once per new leaf (consecutive
-        leaves share the moves of their common prefix), to prepare the leaves as `simulate` does.
+        rule (the engine: virtual-loss PUCT, search/anytime.py), which accounts for the step's
+        own descents itself: no virtual loss is written into the tree, and the statistics change
+        only at the backup (new leaves become nodes at once). The boards are walked afterwards,
+        once per new leaf (consecutive leaves share the moves of their common prefix), to
+        prepare the leaves as `simulate` does.
 
         A descent that takes an edge another descent of this step has just taken into a new
         node ends there (a collision): it is dropped from the backup, unless that node turns out
