@@ -75,7 +75,7 @@ def test_greedy_beats_random_and_csa_records_read_back(tmp_path):
 def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
     rules = Rules(max_plies=24)
     policy = make_player(f"policy:{checkpoint}", {}, rules=rules, dtype="fp32")
-    search = make_player(f"search:{checkpoint}", {"simulations": "4", "considered": "4"}, rules=rules,
+    search = make_player(f"gumbel:{checkpoint}", {"simulations": "4", "considered": "4"}, rules=rules,
                          max_games=4, dtype="fp32")
     calls = []
     choose = search.choose
@@ -92,14 +92,14 @@ def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
             assert len(g.moves) == 24
 
 
-def test_puct_search_player_with_virtual_loss(checkpoint):
+def test_engine_search_player_with_a_node_budget(checkpoint):
     rules = Rules(max_plies=10)
-    puct = make_player(f"search:{checkpoint}", {"kind": "puct", "simulations": "8", "leaves": "4"}, rules=rules,
-                       max_games=2, dtype="fp32")
-    assert puct.search.leaves_per_step == 4
-    result = play_match(puct, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
+    engine = make_player(f"search:{checkpoint}", {"nodes": "8", "batch": "4", "mate": "0"}, rules=rules,
+                         max_games=2, dtype="fp32")
+    assert engine.search.batch_size == 4 and engine.nodes == 8
+    result = play_match(engine, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
     check_consistent(result, 2)
-    with pytest.raises(ValueError, match="unknown options"):
+    with pytest.raises(ValueError, match="unknown option depth"):
         make_player(f"search:{checkpoint}", {"depth": "3"}, rules=rules, dtype="fp32")
 
 
@@ -145,8 +145,6 @@ def test_command_prints_summary_and_a_json_last_line(tmp_path, capsys):
     assert summary["games"] == 4 == summary["wins"] + summary["losses"] + summary["draws"]
     assert any(line.startswith("Elo difference") for line in lines)
     assert len(list(tmp_path.glob("game-*.csa"))) == 4
-    with pytest.raises(SystemExit):
-        arena.main(["greedy", "nobody", "--games", "2", "--quiet"])
 
 
 @pytest.mark.skipif(not Path(FAIRY).exists(), reason="fairy-stockfish is not installed")
@@ -184,11 +182,60 @@ def test_search_player_plays_a_mate_found_at_the_root():
     from conftest import uniform_evaluator
 
     from azshogi.config import SearchConfig
-    from azshogi.play.players import SearchPlayer, Turn
+    from azshogi.play.players import GumbelPlayer, SearchPlayer, Turn
     from azshogi.shogi.rules import Rules
 
     board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
-    player = SearchPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)
-    player.new_game(0)
-    (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
-    assert choice.move == "G*5b"
+    for player in (SearchPlayer(uniform_evaluator(), Rules(), 1, nodes=1),
+                   GumbelPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)):
+        player.new_game(0)
+        (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
+        assert choice.move == "G*5b"
+
+
+def test_a_match_of_the_engine_is_reproducible_with_a_node_budget(checkpoint):
+    rules = Rules(max_plies=16)
+
+    def match():
+        engine = make_player(f"search:{checkpoint}", {"nodes": "12", "batch": "4"}, rules=rules, max_games=3,
+                             dtype="fp32")
+        other = make_player(f"search:{checkpoint}", {"nodes": "6", "batch": "2", "name": "small"}, rules=rules,
+                            max_games=3, dtype="fp32")
+        return play_match(engine, other, 4, openings=Openings("random:4", seed=5), rules=rules, in_flight=3,
+                          progress=False)
+
+    first, second = match(), match()
+    check_consistent(first, 4)
+    assert [g.moves for g in first.games] == [g.moves for g in second.games]
+    assert [g.reason for g in first.games] == [g.reason for g in second.games]
+
+
+def test_json_scores_are_fractions_and_records_carry_the_start_time(tmp_path):
+    result = play_match(GreedyPlayer(1), RandomPlayer(2), 4, rules=Rules(max_plies=30), in_flight=2,
+                        records_dir=tmp_path, record_format="kif", progress=False)
+    summary = result.as_dict()
+    for side, black in (("a_black", True), ("a_white", False)):
+        games = [g for g in result.games if g.a_is_black == black]
+        assert summary[side]["games"] == len(games) == 2
+        assert summary[side]["score"] == pytest.approx(sum(g.a_score for g in games) / len(games))
+    assert summary["score"] == pytest.approx(sum(g.a_score for g in result.games) / 4)
+    for g in result.games:
+        text = (tmp_path / f"game-{g.index:04d}.kif").read_text(encoding="cp932")
+        assert f"開始日時：{g.started:%Y/%m/%d %H:%M:%S}" in text  # when it began, not when it was written
+
+
+def test_arena_mistakes_end_in_one_line(checkpoint, capsys):
+    for args, named in [(["search:checkpoints/nope.pt", "greedy"], "nope.pt"),
+                        (["greedy", "random", "-a", "simulations=abc"], "simulations"),
+                        ([f"search:{checkpoint}", "greedy", "-a", "nodes=abc"], "nodes='abc'"),
+                        ([f"gumbel:{checkpoint}", "greedy", "-a", "simulations=0"], "simulations='0'"),
+                        ([f"search:{checkpoint}", "greedy", "-a", "simulations=8"], "gumbel"),
+                        (["greedy", "nobody"], "nobody"), (["greedy", "random", "--games", "0"], "--games"),
+                        (["greedy", "random", "--openings", "file:/nope"], "/nope"),
+                        (["greedy", "random", "-b", "x"], "KEY=VALUE")]:
+        with pytest.raises(SystemExit) as exit:
+            arena.main([*args, "--quiet"])
+        err = capsys.readouterr().err
+        assert exit.value.code == 2, (args, err)
+        assert err.count("\n") == 1 and err.startswith("azshogi-arena: error: "), err
+        assert named in err, (named, err)

@@ -40,3 +40,23 @@ def test_bench_compares_short_and_long_games(tmp_path):
     result = run_bench(tmp_path, "bench.network=instant", "bench.plies=[4,60]")
     assert result["mode"] == "plies" and set(result["positions_per_s"]) == {"4", "60"}
     assert result["relative"]["4"] == 1.0
+
+
+def test_usi_bench_measures_engines_side_by_side(tmp_path):
+    from play_helpers import make_tiny_checkpoint
+
+    checkpoint = make_tiny_checkpoint(tmp_path / "tiny.pt")
+    engine = f"{sys.executable} -m azshogi.commands.usi"
+    proc = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", "usi", str(checkpoint), "--go", "nodes 16",
+                           "--repeats", "1", "--positions", "mid50", "--option", "Threads=1",
+                           "--option", "Dtype=fp32", "--engine", "a", engine, "--engine", "b", engine],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(result["engines"]) == {"a", "b"}
+    for figures in result["engines"].values():
+        assert set(figures) == {"mid50"}
+        assert all(f["nodes"] == 16 and f["nps"] > 0 for f in figures.values())
+    bad = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", "usi", "--positions", "nowhere", "--model",
+                          "1x16"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nowhere" in bad.stderr

@@ -40,3 +40,11 @@ def test_perfect_and_zero_scores_are_clipped_and_finite():
     assert estimate(0, 0, 0).games == 0
     with pytest.raises(ValueError):
         estimate(-1, 0, 0)
+
+
+def test_an_all_draw_match_is_not_certain():
+    draws = estimate(0, 0, 20)
+    assert draws.elo == 0 and not draws.clipped
+    # As uncertain as a 50% score in 20 decisive games, never "+/- 0".
+    assert draws.margin == pytest.approx(estimate(10, 10, 0).margin) and draws.margin > 100
+    assert "+/- 0.0" not in str(draws)

@@ -1,4 +1,6 @@
 """The USI engine through a pipe, as a GUI drives it."""
+import subprocess
+import sys
 import time
 
 import cshogi
@@ -153,3 +155,75 @@ def test_without_a_checkpoint_it_still_answers():
         assert session.proc.wait(timeout=10) == 0
     finally:
         session.close()
+
+
+def test_every_go_ends_in_a_bestmove_and_bad_words_are_named(engine):
+    engine.send("position startpos moves 7g7f", "go byoyomi abc")
+    lines = engine.until("bestmove", 10)
+    assert any(line.startswith("info string error: go byoyomi abc") for line in lines)
+    assert bestmove(lines) in legal_usi(["7g7f"])
+    engine.send("go mate soon")
+    lines = engine.until("checkmate", 10)
+    assert any("go mate soon" in line for line in lines) and lines[-1] == "checkmate nomate"
+
+
+def test_unknown_options_are_answered_but_usi_standard_ones_are_not(engine):
+    engine.send("setoption name Nosuch value 1", "setoption name USI_Hash value 256", "isready")
+    lines = engine.until("readyok", 30)
+    assert sum(line.startswith("info string") for line in lines) == 1
+    assert "Nosuch" in lines[0] and "MultiPV" in lines[0]
+
+
+def test_multipv_lines_are_numbered_ordered_and_complete(engine):
+    moves = ["7g7f", "3c3d"]
+    engine.send("setoption name MultiPV value 3", f"position startpos moves {' '.join(moves)}", "go nodes 40")
+    lines = engine.until("bestmove", 10)
+    engine.send("setoption name MultiPV value 1")
+    final = [line.split() for line in lines if line.startswith("info multipv")][-3:]
+    assert [words[2] for words in final] == ["1", "2", "3"]
+    firsts = [words[words.index("pv") + 1] for words in final]
+    assert len(set(firsts)) == 3 and set(firsts) <= legal_usi(moves)
+    assert all(words[words.index("score") + 1] == "cp" for words in final)
+    assert bestmove(lines) == firsts[0]
+
+
+def test_movetime_is_thought_through(engine):
+    engine.send("position startpos", "go movetime 300")
+    start = time.monotonic()
+    lines = engine.until("bestmove", 10)
+    assert time.monotonic() - start >= 0.25  # TimeMargin (200 here) is not taken from movetime
+    assert bestmove(lines) in legal_usi([])
+
+
+def run_usi(*args):
+    return subprocess.run([sys.executable, "-m", "azshogi.commands.usi", *args], capture_output=True, text=True,
+                          input="quit\n", timeout=60)
+
+
+def test_command_line_mistakes_end_in_one_line(checkpoint, tmp_path):
+    for args, named in [(["nope.pt"], "nope.pt"), (["--option", "Nosuch=1"], "Nosuch"),
+                        (["--option", "BatchSize=0"], "BatchSize"), (["--option", "BatchSize"], "KEY=VALUE"),
+                        (["--make-launcher", str(checkpoint)], "CHECKPOINT and OUT"),
+                        (["--make-launcher", "nope.pt", str(tmp_path / "x")], "nope.pt"), (["--nosuch"], "--nosuch")]:
+        out = run_usi(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("azshogi-usi: error: ") and named in out.stderr
+
+
+@pytest.mark.parametrize("order", ["documented", "checkpoint first"])
+def test_make_launcher_in_either_order(checkpoint, tmp_path, order):
+    launcher = tmp_path / "engine"
+    args = ["--make-launcher", str(checkpoint), str(launcher)] if order == "documented" else \
+        [str(checkpoint), "--make-launcher", str(launcher)]
+    out = run_usi(*args, "--option", "Threads=1")
+    assert out.returncode == 0 and out.stdout.strip() == str(launcher), out.stderr
+    text = launcher.read_text()
+    assert str(checkpoint.resolve()) in text and "--option=Threads=1" in text
+
+
+def test_usi_is_answered_without_importing_the_heavy_modules():
+    code = ("import io, sys; from azshogi.commands import usi; from azshogi.play.usi import UsiEngine; "
+            "out = io.StringIO(); engine = UsiEngine(out); engine._preloading = True; engine.cmd_usi([], 'usi'); "
+            "print(out.getvalue().splitlines()[-1], *sorted({'torch', 'hydra', 'cshogi', 'numpy'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["usiok"]

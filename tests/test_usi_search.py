@@ -8,7 +8,7 @@ from play_helpers import torch_threads
 
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.nn.network import build
-from azshogi.play.timeman import GoLimits, parse_go, plan
+from azshogi.play.timeman import GoLimits, TimePlan, parse_go, plan
 from azshogi.search.anytime import GameSearch, reroot
 from azshogi.shogi.rules import Rules
 from azshogi.shogi.scores import win_rate_to_cp
@@ -50,7 +50,7 @@ def count_nodes(tree, node):
 def test_reroot_keeps_exactly_the_subtree(search):
     board = cshogi.Board()
     search.prepare(board, "", [])
-    search.run(board, 0, lambda p: False, max_nodes=200)
+    search.run(board, 0, lambda p: 1 << 30, max_nodes=200)
     tree = search.tree
     edge = int(np.argmax(tree.edge_visits[0, 0, :tree.num_edges[0, 0]]))
     child = int(tree.edge_child[0, 0, edge])
@@ -69,14 +69,14 @@ def test_reroot_keeps_exactly_the_subtree(search):
 def test_reuse_follows_the_moves_played(search):
     board = cshogi.Board()
     search.prepare(board, "", [])
-    report = search.run(board, 0, lambda p: False, max_nodes=100)
+    report = search.run(board, 0, lambda p: 1 << 30, max_nodes=100)
     first = cshogi.move_to_usi(report.pv[0])
     second = cshogi.move_to_usi(report.pv[1])
     board.push_usi(first)
     board.push_usi(second)
     reused = search.prepare(board, "", [first, second])
     assert reused > 1
-    report = search.run(board, 2, lambda p: False, max_nodes=10)
+    report = search.run(board, 2, lambda p: 1 << 30, max_nodes=10)
     assert report.tree_nodes == reused + 10
     assert report.move in set(board.legal_moves)
     # A position that does not continue the previous one starts a fresh tree.
@@ -89,11 +89,11 @@ def test_stops_when_asked_and_when_the_tree_is_full(search):
     board = cshogi.Board()
     search.prepare(board, "", [])
     calls = []
-    report = search.run(board, 0, lambda p: calls.append(p) or p.nodes >= 7)
-    assert report.nodes == 7 and calls[-1].nodes == 7
+    report = search.run(board, 0, lambda p: calls.append(p) or (0 if p.nodes >= 7 else 1))
+    assert report.nodes == 7 and calls[-1].nodes == 7 and calls[0].nodes == 0
     assert report.move in set(board.legal_moves)
     search.max_tree_nodes = 50
-    report = search.run(board, 0, lambda p: False)
+    report = search.run(board, 0, lambda p: 1 << 30)
     assert search.tree.num_nodes[0] == 50
 
 
@@ -130,8 +130,7 @@ def test_time_plan():
     increment = plan(parse_go("btime 0 wtime 0 binc 2000 winc 2000".split()), True, 0, 300)
     assert increment.limit == pytest.approx(1.7)
     assert plan(parse_go("byoyomi 100".split()), True, 0, 300).target == pytest.approx(0.01)  # min think
-    with pytest.raises(ValueError):
-        parse_go("nodes lots".split())
+    assert plan(parse_go("movetime 300".split()), True, 0, 300) == TimePlan(0.3, 0.3, exact=True)  # no margin
 
 
 def test_batched_leaves_with_virtual_loss_leave_clean_statistics():
@@ -140,7 +139,7 @@ def test_batched_leaves_with_virtual_loss_leave_clean_statistics():
     search = GameSearch(evaluator, Rules(), batch_size=8)
     board = cshogi.Board()
     search.prepare(board, "", [])
-    report = search.run(board, 0, lambda p: False, max_nodes=100)
+    report = search.run(board, 0, lambda p: 1 << 30, max_nodes=100)
     assert report.nodes == 100 and evaluator.stats.calls < 40  # 8 leaves per forward pass
     tree = search.tree
     n = int(tree.num_nodes[0])

@@ -2,7 +2,6 @@
 errors a user can cause (bad settings, bad files, a diverging run) into one line and exit 2."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -10,6 +9,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from azshogi.commands.cli import fail
 from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
@@ -19,22 +19,6 @@ from azshogi.train.trainer import TrainingDiverged
 USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError)
 
 register_configs()
-
-
-def fail(program: str, message: str) -> None:
-    print(f"{program}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def key_values(pairs, program: str) -> dict:
-    """{KEY: VALUE} from command-line items 'KEY=VALUE'; a malformed item stops the program."""
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"{program}: an option is KEY=VALUE, got {pair!r}")
-        out[key] = value
-    return out
 
 
 def place_run(dict_cfg: DictConfig) -> None:

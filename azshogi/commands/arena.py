@@ -1,36 +1,44 @@
-"""`azshogi-arena`: a match between two players (play/arena.py), W/L/D and Elo, a JSON last line."""
+"""`azshogi-arena`: a match between two players (play/arena.py), W/L/D and Elo, a JSON last line.
+Every mistake a user can make (a bad player, option, file or number) ends in one line naming it,
+exit code 2."""
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from pathlib import Path
 
-from azshogi.commands.app import key_values
-from azshogi.play.arena import Openings, play_match
-from azshogi.play.players import Player, make_player
-from azshogi.play.usi_client import UsiError
-from azshogi.shogi.positions import PositionError
-from azshogi.shogi.rules import Rules
+from azshogi.commands.cli import ArgumentParser, fail, key_values
+from azshogi.play.players import PLAYER_KINDS, Player
+
+PROGRAM = "azshogi-arena"
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"takes an integer >= 1, got {text!r}")
+    return value
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="azshogi-arena",
-        description="Play a match between two players and report W/L/D and Elo. Players: random, greedy, "
-                    "policy:CKPT, search:CKPT, usi:'COMMAND [ARGS]'.",
-        epilog="The last line printed is one JSON object with games, wins, losses, draws, elo, elo_margin, los "
-               "(from player A's side).")
+    parser = ArgumentParser(
+        prog=PROGRAM,
+        description=f"Play a match between two players and report W/L/D and Elo. Players: {PLAYER_KINDS}.",
+        epilog="The last line printed is one JSON object with games, wins, losses, draws, score, elo, elo_margin, "
+               "los (from player A's side).")
     parser.add_argument("player_a")
     parser.add_argument("player_b")
     parser.add_argument("-a", "--a-option", action="append", metavar="KEY=VALUE", help="an option of player A")
     parser.add_argument("-b", "--b-option", action="append", metavar="KEY=VALUE", help="an option of player B")
-    parser.add_argument("--games", "-n", type=int, default=100)
-    parser.add_argument("--in-flight", type=int, default=16, help="games played at once (batched)")
+    parser.add_argument("--games", "-n", type=_at_least_one, default=100)
+    parser.add_argument("--in-flight", type=_at_least_one, default=16, help="games played at once (batched)")
     parser.add_argument("--openings", default="startpos", help="startpos, random:N or file:PATH")
-    parser.add_argument("--max-plies", type=int, default=320, help="a game reaching this ply is a draw")
+    parser.add_argument("--max-plies", type=_at_least_one, default=320, help="a game reaching this ply is a draw")
     parser.add_argument("--impasse-rule", type=int, choices=(24, 27), default=27)
-    parser.add_argument("--records", type=Path, help="write every game as a record into this folder")
+    parser.add_argument("--records", help="write every game as a record into this folder")
     parser.add_argument("--format", choices=("csa", "kif"), default="csa")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
@@ -38,24 +46,32 @@ def main(argv=None) -> None:
                         help="inference precision of network players (default: the checkpoint's run's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    if args.games < 1 or args.in_flight < 1 or args.max_plies < 1:
-        parser.error("--games, --in-flight and --max-plies must be >= 1")
+    a_options, b_options = key_values(args.a_option, PROGRAM), key_values(args.b_option, PROGRAM)
+
+    from pathlib import Path
+
+    from azshogi.play.arena import Openings, play_match
+    from azshogi.play.players import make_player
+    from azshogi.play.usi_client import UsiError
+    from azshogi.shogi.positions import PositionError
+    from azshogi.shogi.rules import Rules
+
     rules = Rules(max_plies=args.max_plies, impasse_rule=args.impasse_rule)
     players: list[Player] = []
     try:
-        for spec, opts, offset in ((args.player_a, args.a_option, 0), (args.player_b, args.b_option, 1)):
-            players.append(make_player(spec, key_values(opts, "azshogi-arena"), rules=rules,
-                                       max_games=args.in_flight, seed=args.seed * 2 + offset, device=args.device,
-                                       dtype=args.dtype))
+        for spec, opts, offset in ((args.player_a, a_options, 0), (args.player_b, b_options, 1)):
+            players.append(make_player(spec, opts, rules=rules, max_games=args.in_flight,
+                                       seed=args.seed * 2 + offset, device=args.device, dtype=args.dtype))
         if players[0].name == players[1].name:
             players[1].name += "-2"
         openings = Openings(args.openings, args.seed)
         result = play_match(players[0], players[1], args.games, openings=openings, rules=rules,
-                            in_flight=args.in_flight, records_dir=args.records, record_format=args.format,
-                            progress=not args.quiet)
-    except (ValueError, PositionError, UsiError, OSError) as e:
-        print(f"azshogi-arena: error: {e}", file=sys.stderr)
-        sys.exit(2)
+                            in_flight=args.in_flight, records_dir=Path(args.records) if args.records else None,
+                            record_format=args.format, progress=not args.quiet)
+    except (ValueError, PositionError, UsiError) as e:
+        fail(PROGRAM, str(e))
+    except OSError as e:
+        fail(PROGRAM, f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
     finally:
         for player in players:
             player.close()

@@ -2,18 +2,21 @@
 
     azshogi-usi [CHECKPOINT] [--option NAME=VALUE ...]
     azshogi-usi --make-launcher CHECKPOINT OUT [--option NAME=VALUE ...]
+
+Imports nothing heavy before the engine runs: a GUI's `usi` is answered at once.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import stat
 import sys
 from pathlib import Path
 
-from azshogi.commands.app import key_values
+from azshogi.commands.cli import ArgumentParser, fail, key_values
 from azshogi.play.usi import OPTIONS, UsiEngine
+
+PROGRAM = "azshogi-usi"
 
 
 def write_launcher(checkpoint: str, out: str, options: dict) -> Path:
@@ -34,33 +37,38 @@ def write_launcher(checkpoint: str, out: str, options: dict) -> Path:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="azshogi-usi", description="A USI engine playing an azshogi checkpoint.")
+    parser = ArgumentParser(prog=PROGRAM, description="A USI engine playing an azshogi checkpoint.")
     parser.add_argument("checkpoint", nargs="?", help="checkpoint file (the Checkpoint option's default)")
     parser.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
                         help="an option's default (repeatable), e.g. --option NodesPerMove=400")
-    parser.add_argument("--make-launcher", metavar="OUT",
-                        help="write an executable script OUT that starts this engine on CHECKPOINT, then exit")
+    parser.add_argument("--make-launcher", nargs="+", metavar="ARG",
+                        help="--make-launcher CHECKPOINT OUT: write an executable script OUT that starts this "
+                             "engine on CHECKPOINT, then exit (CHECKPOINT --make-launcher OUT works too)")
     parser.add_argument("--list-options", action="store_true", help="print the options and exit")
     args = parser.parse_args(argv)
-    options = key_values(args.option, "azshogi-usi")
+    options = key_values(args.option, PROGRAM)
     if args.list_options:
         for o in OPTIONS:
             print(f"{o.name:18} {o.kind:8} default {o.default!r:10} {o.help}")
         return
+    checkpoint = args.checkpoint
     if args.make_launcher:
-        if not args.checkpoint:
-            parser.error("--make-launcher needs the CHECKPOINT argument")
-        if not Path(args.checkpoint).is_file():
-            parser.error(f"checkpoint not found: {args.checkpoint}")
-        UsiEngine(open(os.devnull, "w"), options)  # validates the options
-        print(write_launcher(args.checkpoint, args.make_launcher, options))
-        return
-    if args.checkpoint:
-        options["Checkpoint"] = str(Path(args.checkpoint).resolve())
+        given = ([checkpoint] if checkpoint else []) + args.make_launcher
+        if len(given) != 2:
+            fail(PROGRAM, "--make-launcher takes CHECKPOINT and OUT, e.g. azshogi-usi --make-launcher "
+                          "checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun")
+        checkpoint, out = given
+    if checkpoint and not Path(checkpoint).is_file():
+        fail(PROGRAM, f"checkpoint not found: {checkpoint}")
     try:
-        engine = UsiEngine(sys.stdout, options)
+        engine = UsiEngine(sys.stdout, options)  # validates the options
     except ValueError as e:
-        parser.error(str(e))
+        fail(PROGRAM, f"--option: {e}")
+    if args.make_launcher:
+        print(write_launcher(checkpoint, out, options))
+        return
+    if checkpoint:
+        engine.defaults["Checkpoint"] = engine.options["Checkpoint"] = str(Path(checkpoint).resolve())
     # GUIs on Windows may send paths in the system code page: keep undecodable bytes.
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="surrogateescape")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -42,12 +43,15 @@ def _moves(moves_usi: Sequence[str], start_sfen: Optional[str]) -> list[int]:
 
 
 def write_kif(path: Path, moves_usi: Sequence[str], termination: Termination,
-              names: tuple[str, str] = ("black", "white"), start_sfen: Optional[str] = None) -> None:
-    """Writes a KIF record atomically (cp932 for .kif, UTF-8 for .kifu, as cshogi does)."""
+              names: tuple[str, str] = ("black", "white"), start_sfen: Optional[str] = None,
+              start_time: Optional[datetime] = None) -> None:
+    """Writes a KIF record atomically (cp932 for .kif, UTF-8 for .kifu, as cshogi does);
+    start_time: when the game began (開始日時; default now)."""
     tmp = path.with_name(".tmp-" + path.name)  # keeps the suffix that picks the encoding
     exporter = KIF.Exporter(str(tmp))
     try:
-        exporter.header(list(names), handicap=("sfen " + start_sfen) if start_sfen else None)
+        exporter.header(list(names), starttime=start_time,
+                        handicap=("sfen " + start_sfen) if start_sfen else None)
         for move in _moves(moves_usi, start_sfen):
             exporter.move(move)
         if termination in _KIF_END:
@@ -59,16 +63,17 @@ def write_kif(path: Path, moves_usi: Sequence[str], termination: Termination,
 
 def write_csa(path: Path, moves_usi: Sequence[str], termination: Termination,
               names: tuple[str, str] = ("black", "white"), start_sfen: Optional[str] = None,
-              comment: Optional[str] = None) -> None:
-    """Writes a CSA record atomically."""
+              comment: Optional[str] = None, start_time: Optional[datetime] = None) -> None:
+    """Writes a CSA record atomically; start_time: when the game began ($START_TIME)."""
     tmp = path.with_name(".tmp-" + path.name)
     exporter = CSA.Exporter(str(tmp))
     try:
         try:
             # A Board, not the SFEN string: cshogi 1.1.0's exporter fails on a string that is
             # not the initial position.
+            when = {"START_TIME": start_time.strftime("%Y/%m/%d %H:%M:%S")} if start_time else None
             exporter.info(init_board=cshogi.Board(start_sfen) if start_sfen else None, names=list(names),
-                          comment=comment)
+                          comment=comment, var_info=when)
             for move in _moves(moves_usi, start_sfen):
                 exporter.move(move)
             exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import sys
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -40,11 +41,14 @@ class Openings:
         if kind == "startpos":
             self.positions = [(None, [])]
         elif kind == "random":
-            self.plies = int(arg) if arg else 8
+            self.plies = int(arg) if arg.isdigit() else 8 if not arg else -1
             if self.plies < 0:
-                raise ValueError(f"openings {spec!r}: the number of plies must be >= 0")
+                raise ValueError(f"openings {spec!r}: random:N takes a number of plies >= 0")
         elif kind == "file":
-            self.positions = read_openings(arg)
+            try:
+                self.positions = read_openings(arg)
+            except OSError as e:
+                raise ValueError(f"openings {spec!r}: cannot read {arg}: {e.strerror or e}") from None
         else:
             raise ValueError(f"openings {spec!r}: use startpos, random:N or file:PATH")
         self._random: dict[int, tuple] = {}
@@ -81,6 +85,7 @@ class GameResult:
     moves: list  # USI moves from the start position, the opening's included
     start_sfen: Optional[str]
     opening_plies: int
+    started: Optional[datetime] = None  # when the game began (its opening was set up)
 
     @property
     def a_score(self) -> float:
@@ -130,15 +135,24 @@ class MatchResult:
         ]
 
     def as_dict(self) -> dict:
+        """The match in JSON terms, from player A's side: `score` is always a fraction of the
+        games' points, (wins + draws / 2) / games, overall and under `a_black` / `a_white`."""
         e = self.elo
+
+        def side(games) -> dict:
+            w, l = sum(g.a_score == 1.0 for g in games), sum(g.a_score == 0.0 for g in games)
+            score = sum(g.a_score for g in games) / len(games) if games else None
+            return {"games": len(games), "wins": w, "losses": l, "draws": len(games) - w - l,
+                    "score": None if score is None else round(score, 4)}
+
         return {
             "games": len(self.games), "wins": self.wins, "losses": self.losses, "draws": self.draws,
             "score": round(e.score, 4), "elo": round(e.elo, 1),
             "elo_margin": round(e.margin, 1) if np.isfinite(e.margin) else None,
             "los": round(e.los, 4), "elo_clipped": e.clipped,
             "player_a": self.name_a, "player_b": self.name_b,
-            "a_black": {"games": sum(g.a_is_black for g in self.games),
-                        "score": sum(g.a_score for g in self.games if g.a_is_black)},
+            "a_black": side([g for g in self.games if g.a_is_black]),
+            "a_white": side([g for g in self.games if not g.a_is_black]),
             "mean_plies": round(float(np.mean([len(g.moves) for g in self.games])), 1) if self.games else 0.0,
         }
 
@@ -153,6 +167,7 @@ class _Game:
     board: cshogi.Board
     first_ply: int  # plies before the start position (from its SFEN move number)
     seen: collections.Counter = field(default_factory=collections.Counter)
+    started: datetime = field(default_factory=datetime.now)
 
     @property
     def ply(self) -> int:
@@ -161,7 +176,7 @@ class _Game:
 
 def _end(game: _Game, winner: Optional[int], termination: Termination, reason: str) -> GameResult:
     return GameResult(game.index, game.a_is_black, winner, termination, reason, list(game.moves),
-                      game.start_sfen, game.opening_plies)
+                      game.start_sfen, game.opening_plies, game.started)
 
 
 def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
@@ -219,6 +234,8 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
     score = [0, 0, 0]
 
     def finish(game: _Game, outcome: GameResult) -> None:
+        for player in (player_a, player_b):
+            player.end_game(game.index)
         finished.append(outcome)
         score[{1.0: 0, 0.0: 1, 0.5: 2}[outcome.a_score]] += 1
         if records_dir is not None:
@@ -264,6 +281,7 @@ def _write_record(directory: Path, game: GameResult, name_a: str, name_b: str, f
     names = (name_a, name_b) if game.a_is_black else (name_b, name_a)
     path = directory / f"game-{game.index:04d}.{fmt}"
     if fmt == "csa":
-        write_csa(path, game.moves, game.termination, names, game.start_sfen, comment=game.reason)
+        write_csa(path, game.moves, game.termination, names, game.start_sfen, comment=game.reason,
+                  start_time=game.started)
     else:
-        write_kif(path, game.moves, game.termination, names, game.start_sfen)
+        write_kif(path, game.moves, game.termination, names, game.start_sfen, start_time=game.started)

@@ -5,7 +5,10 @@ Elo = -400 log10(1/mu - 1), the margin from the per-game score's standard error 
 quantiles, and LOS = P(the first player is stronger) from wins and losses alone. They differ
 from cshogi's in two honest ways: exact normal quantiles (cshogi approximates erf^-1), and a
 defined answer for a perfect or a zero score, where the Elo difference is infinite: the score is
-clipped to half a game from the boundary (1 - 1/(2N) or 1/(2N)) and `clipped` says so; and
+clipped to half a game from the boundary (1 - 1/(2N) or 1/(2N)) and `clipped` says so; where
+every game scored alike (all wins, all losses or all draws) the games show no spread at all,
+which would claim a margin of 0: the spread of a win/loss score with the same mean is used
+instead (an all-draw match of N games gets the margin of a 50% score in N decisive games); and
 where one end of the interval reaches a score of 0 or 1 (an infinite Elo; cshogi raises a math
 error there), the margin is the other end's distance.
 """
@@ -62,7 +65,7 @@ def estimate(wins: int, losses: int, draws: int) -> EloEstimate:
     clipped = score <= 0.0 or score >= 1.0
     mu = min(max(score, 0.5 / n), 1.0 - 0.5 / n) if clipped else score
     w, l, d = wins / n, losses / n, draws / n
-    if clipped:  # all games scored alike: take the spread of a binomial score with mean mu
+    if max(wins, losses, draws) == n:  # all games scored alike: a binomial score's spread at mean mu
         deviation = math.sqrt(mu * (1.0 - mu))
     else:
         deviation = math.sqrt(w * (1.0 - mu) ** 2 + l * mu ** 2 + d * (0.5 - mu) ** 2)

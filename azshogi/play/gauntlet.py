@@ -1,9 +1,11 @@
 """Evaluation inside the training loop: matches against fixed anchors and the previous model.
 
-Every `eval.every` checkpoints the current network (the loop's own model object, no copy, with
-the loop's search) plays `eval.games` games against each anchor (uniform random, the one-ply
-greedy baseline, optionally an external USI engine) and against the last evaluated checkpoint,
-all games of a match in flight at once. TensorBoard gets, under `eval/`:
+Every `eval.every` checkpoints the current network (the loop's own model object, no copy) plays
+`eval.games` games against each anchor (uniform random, the one-ply greedy baseline, optionally
+an external USI engine) and against the last evaluated checkpoint, all games of a match in
+flight at once. The network plays with the USI engine's search (players.SearchPlayer) and a
+fixed number of simulations per move (`eval.num_simulations`, else `search.num_simulations`),
+so the strength measured is that of the engine users run, and reproducible. TensorBoard gets, under `eval/`:
 
     eval/win_rate/<opponent>    score (wins + draws/2) / games
     eval/elo/<opponent>         Elo difference, and eval/elo_margin/<opponent> its 95% margin
@@ -39,6 +41,7 @@ from azshogi.play.players import (
 )
 from azshogi.shogi.rules import Rules
 
+PLAY_BATCH = 8  # descents per tree per forward pass: the engine's default BatchSize
 PREVIOUS_FILE = "previous.pt"
 RATINGS_FILE = "ratings.json"
 
@@ -63,17 +66,16 @@ def _rules(cfg: Config) -> Rules:
     return Rules(max_plies=max_plies, impasse_rule=cfg.rules.impasse_rule)
 
 
-def _search_player(evaluator, cfg: Config, name: str, seed: int) -> SearchPlayer:
-    search = cfg.search
-    if cfg.eval.num_simulations:
-        search = replace(search, num_simulations=cfg.eval.num_simulations)
-    return SearchPlayer(evaluator, search, _rules(cfg), max_games=cfg.eval.games, seed=seed, name=name)
+def _search_player(evaluator, cfg: Config, name: str) -> SearchPlayer:
+    s = cfg.search
+    return SearchPlayer(evaluator, _rules(cfg), cfg.eval.games, cfg.eval.num_simulations or s.num_simulations,
+                        batch_size=PLAY_BATCH, c_base=s.c_base, c_init=s.c_init, virtual_loss=s.virtual_loss,
+                        name=name)
 
 
 def _evaluator(model, cfg: Config, device: torch.device):
     """An evaluator for a network of this run (not compiled: it is used for one match)."""
-    leaves = cfg.search.leaves_per_step if cfg.search.kind.value == "puct" else 1
-    return make_evaluator(model, device, replace(cfg.inference, compile=False), cfg.eval.games * leaves)
+    return make_evaluator(model, device, replace(cfg.inference, compile=False), cfg.eval.games * PLAY_BATCH)
 
 
 def _anchor(name: str, seed: int) -> Player:
@@ -95,7 +97,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
     eval_dir.mkdir(parents=True, exist_ok=True)
     rules = _rules(cfg)
     seed = cfg.seed * 1_000_003 + checkpoint
-    current = _search_player(evaluator or _evaluator(model, cfg, device), cfg, f"ckpt{checkpoint}", seed)
+    current = _search_player(evaluator or _evaluator(model, cfg, device), cfg, f"ckpt{checkpoint}")
     opponents: list[tuple[str, Callable[[], Player]]] = [
         (a, lambda a=a: _anchor(a, seed + 1)) for a in ec.anchors]
     if ec.usi_engine:
@@ -107,7 +109,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
             net = from_config(cfg.model)
             net.load_state_dict(previous_state["model"])
             return _search_player(_evaluator(net.to(device).eval(), cfg, device), cfg,
-                                  f"ckpt{previous_state['checkpoint']}", seed + 2)
+                                  f"ckpt{previous_state['checkpoint']}")
         opponents.append(("previous", previous_player))
 
     matches: dict[str, MatchResult] = {}
@@ -120,7 +122,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
                 games_dir.mkdir(parents=True, exist_ok=True)
                 names = (current.name, opponent.name) if game.a_is_black else (opponent.name, current.name)
                 write_csa(games_dir / f"game-{game.index:04d}.csa", game.moves, game.termination, names,
-                          game.start_sfen, comment=game.reason)
+                          game.start_sfen, comment=game.reason, start_time=game.started)
 
         try:
             matches[label] = play_match(current, opponent, ec.games, openings=Openings(f"random:{ec.opening_plies}",

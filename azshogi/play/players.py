@@ -1,20 +1,25 @@
-"""Players for matches: a checkpoint with search or by its raw policy, uniform random, a one-ply
-material-greedy baseline, and any external USI engine.
+"""Players for matches: a checkpoint with the USI engine's search or by its raw policy,
+self-play's batched Gumbel search, uniform random, a one-ply material-greedy baseline, and any
+external USI engine.
 
 A player answers a *list* of turns at once (`choose`), one per game in flight where it is to
 move, so a network player evaluates all of them in one batched forward pass per search step.
 Player specs on the command line:
 
-    random | greedy | policy:CHECKPOINT | search:CHECKPOINT | usi:"COMMAND [ARGS]"
+    random | greedy | policy:CHECKPOINT | search:CHECKPOINT | gumbel:CHECKPOINT | usi:"COMMAND [ARGS]"
 
-with options `KEY=VALUE`: search `simulations`, `kind` (gumbel or puct; default: the
-checkpoint's), `considered` (Gumbel's m), `leaves` (PUCT's leaves per forward pass), `mate` (plies
-of the root mate search, default 3, 0 = off), `resign` (a
-win rate); policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`), `name` and anything else as
+`search:` is the engine users run in a GUI (search/anytime.GameSearch) with a fixed number of
+simulations per move, so a match measures that engine and is reproducible. Options `KEY=VALUE`:
+search `nodes` (simulations per move; default the run's search.num_simulations), `batch`
+(descents per tree per forward pass, the engine's BatchSize; default 8), `mate` (df-pn nodes of
+the root mate search, 0 = off; default 100000), `resign` (a win rate); gumbel `simulations`,
+`considered` (Gumbel's m), `mate` (plies of the root mate search, default 3, 0 = off), `resign`;
+policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`) and anything else as
 `setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
@@ -53,6 +58,9 @@ class Player:
 
     def new_game(self, game: int) -> None:
         """A game is about to start (USI engines get `usinewgame`)."""
+
+    def end_game(self, game: int) -> None:
+        """A game is over: what the player kept for it may go."""
 
     def close(self) -> None:
         """Releases processes and memory."""
@@ -158,18 +166,70 @@ class PolicyPlayer(Player):
 
 
 class SearchPlayer(Player):
-    """A network with the configured tree search (the loop's `make_search`), all turns searched
-    together. It plays to win: no Dirichlet noise and no sampling by visit counts (the variety of
-    a match comes from its openings; Gumbel's root sampling stays, being part of the search).
-    Resigns when its root win rate falls below `resign` (0 = never). A mate within `mate_plies`
-    found by cshogi's mate search at the root is played at once (0 = off)."""
+    """The USI engine's search (search/anytime.GameSearch, the engine's defaults) with a fixed
+    number of simulations per move: one tree per game in flight, kept between that game's moves
+    as the engine keeps it, and the leaves of every game to move in one forward pass per step.
+    A mate found by the root's df-pn search is played at once; resigns when its root win rate
+    falls below `resign` (0 = never). No noise and no sampling: a match's variety comes from its
+    openings."""
+
+    def __init__(self, evaluator, rules: Rules, max_games: int, nodes: int, *, batch_size: int = 8,
+                 c_base: float = 19652.0, c_init: float = 1.25, virtual_loss: float = 1.0,
+                 mate_nodes: int = 100_000, resign: float = 0.0, name: str = "search"):
+        from azshogi.search.anytime import GameSearch
+
+        self.search = GameSearch(evaluator, rules, c_base=c_base, c_init=c_init, mate_search_nodes=mate_nodes,
+                                 batch_size=batch_size, virtual_loss=virtual_loss, games=max_games)
+        self.nodes, self.rules, self.resign, self.name = nodes, rules, resign, name
+        self.impasse_law = rules.impasse_law
+        self.trees: dict[int, int] = {}  # game -> its tree in the search
+
+    def new_game(self, game: int) -> None:
+        self.end_game(game)
+        free = sorted(set(range(self.search.games)) - set(self.trees.values()))
+        if not free:
+            raise ValueError(f"{self.name}: more than {self.search.games} games in flight")
+        self.trees[game] = free[0]
+        self.search.clear(free[0])
+
+    def end_game(self, game: int) -> None:
+        self.trees.pop(game, None)
+
+    def choose(self, turns):
+        out: list[Optional[Choice]] = [self._declaration(t) or self._mate(t) for t in turns]
+        boards, plies = {}, {}
+        for turn, choice in zip(turns, out):
+            if choice is None:
+                if turn.game not in self.trees:
+                    self.new_game(turn.game)
+                tree = self.trees[turn.game]
+                self.search.prepare(turn.board, turn.start_sfen or "", turn.moves, tree)
+                boards[tree], plies[tree] = turn.board, turn.ply
+        reports = self.search.run_games(boards, plies, self.nodes) if boards else {}
+        for i, turn in enumerate(turns):
+            if out[i] is None:
+                report = reports[self.trees[turn.game]]
+                move = "resign" if report.win_rate < self.resign else cshogi.move_to_usi(report.move)
+                out[i] = Choice(move, report.win_rate)
+        return out
+
+    def _mate(self, turn) -> Optional[Choice]:
+        line = self.search.mate(turn.board)
+        return Choice(cshogi.move_to_usi(line[0]), 1.0) if line else None
+
+
+class GumbelPlayer(Player):
+    """Self-play's batched Gumbel AlphaZero search (search/gumbel.py via `make_search`), all
+    turns searched together; no sampling by the improved policy (Gumbel's root sampling stays,
+    being part of the search). A mate within `mate_plies` found by cshogi's mate search at the
+    root is played at once (0 = off); resigns below `resign`."""
 
     def __init__(self, evaluator, search_config, rules: Rules, max_games: int, seed: int = 0,
-                 resign: float = 0.0, name: str = "search", mate_plies: int = 3):
-        from azshogi.search import PuctSearch, make_search
+                 resign: float = 0.0, name: str = "gumbel", mate_plies: int = 3):
+        from azshogi.config import SearchKind
+        from azshogi.search import make_search
 
-        self.search = make_search(search_config, evaluator, rules, max_games)
-        self.noise_option = {"noise": False} if isinstance(self.search, PuctSearch) else {}
+        self.search = make_search(replace(search_config, kind=SearchKind.gumbel), evaluator, rules, max_games)
         self.rules, self.resign, self.name, self.mate_plies = rules, resign, name, mate_plies
         self.impasse_law = rules.impasse_law
         self.seed = seed
@@ -179,6 +239,9 @@ class SearchPlayer(Player):
     def new_game(self, game: int) -> None:
         self.rngs[game] = np.random.default_rng([self.seed, game])
 
+    def end_game(self, game: int) -> None:
+        self.rngs.pop(game, None)
+
     def choose(self, turns):
         out: list[Optional[Choice]] = [self._declaration(t) or self._mate(t) for t in turns]
         rows = [i for i, c in enumerate(out) if c is None]
@@ -187,13 +250,12 @@ class SearchPlayer(Player):
                     for i in rows]
             result = self.search.run([turns[i].board for i in rows],
                                      np.array([turns[i].ply for i in rows], np.int64), rngs,
-                                     sample=np.zeros(len(rows), bool), **self.noise_option)
+                                     sample=np.zeros(len(rows), bool))
             for r, i in enumerate(rows):
                 win_rate = float(result.root_value[r] + 1.0) / 2.0
                 move = "resign" if win_rate < self.resign else cshogi.move_to_usi(int(result.moves[r]))
                 out[i] = Choice(move, win_rate)
         return out
-
 
     def _mate(self, turn) -> Optional[Choice]:
         move = mate_move(turn.board, self.mate_plies)
@@ -225,48 +287,82 @@ class UsiPlayer(Player):
 
 # --- players from specs ---
 
+PLAYER_KINDS = "random, greedy, policy:CKPT, search:CKPT, gumbel:CKPT or usi:COMMAND"
+_OPTIONS = {"random": (), "greedy": (), "policy": ("temperature",), "search": ("nodes", "batch", "mate", "resign"),
+            "gumbel": ("simulations", "considered", "mate", "resign")}
+
+
+def _number(spec: str, options: dict, key: str, default, kind=int, low=0, high=None):
+    """options[key] (popped) as a finite number in [low, high], or `default` when not given;
+    anything else raises ValueError naming the option and what it takes."""
+    if key not in options:
+        return default
+    text = options.pop(key)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"player {spec!r}: {key}={text!r}: takes {'an integer' if kind is int else 'a number'} {bound}")
+    return value
+
+
 def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_games: int = 1,
                 seed: int = 0, device: str = "auto", dtype: Optional[str] = None) -> Player:
-    """A player from a spec (see the module docstring) and its KEY=VALUE options."""
+    """A player from a spec (see the module docstring) and its KEY=VALUE options; a bad spec,
+    option or checkpoint raises ValueError naming it."""
     options = dict(options or {})
     kind, _, arg = spec.partition(":")
     name = options.pop("name", None)
+    if kind in _OPTIONS:
+        unknown = sorted(set(options) - set(_OPTIONS[kind]))
+        if unknown:
+            allowed = ", ".join(_OPTIONS[kind] + ("name",))
+            hint = "; gumbel:CKPT (self-play's search) takes simulations and considered" \
+                if kind == "search" and {"simulations", "considered"} & set(unknown) else ""
+            raise ValueError(f"player {spec!r}: unknown option {', '.join(unknown)} (it takes {allowed}{hint})")
     if kind in ("random", "greedy"):
-        if options:
-            raise ValueError(f"player {spec!r}: takes no options but name, got {sorted(options)}")
         return RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed, name or "greedy")
-    if kind in ("policy", "search"):
-        if not arg:
-            raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
-        leaves = int(options.get("leaves", 1))
-        from azshogi.play.models import model_evaluator
-
-        evaluator, cfg = model_evaluator(arg, device, dtype, max_batch=max_games * max(leaves, 8))
+    if kind in ("policy", "search", "gumbel"):
+        evaluator, cfg = _checkpoint(spec, kind, arg, options, max_games, device, dtype)
         label = name or f"{kind}:{Path(arg).stem}"
+        resign = _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
         if kind == "policy":
-            temperature = float(options.pop("temperature", 0.0))
-            if options:
-                raise ValueError(f"player {spec!r}: unknown options {sorted(options)}")
-            return PolicyPlayer(evaluator, temperature, seed, label)
+            return PolicyPlayer(evaluator, _number(spec, options, "temperature", 0.0, float), seed, label)
+        if kind == "search":
+            s = cfg.search
+            return SearchPlayer(evaluator, rules, max_games, _number(spec, options, "nodes", s.num_simulations, low=1),
+                                batch_size=_number(spec, options, "batch", 8, low=1, high=256), c_base=s.c_base,
+                                c_init=s.c_init, virtual_loss=s.virtual_loss,
+                                mate_nodes=_number(spec, options, "mate", 100_000), resign=resign, name=label)
         search_config = replace(cfg.search)
-        if "simulations" in options:
-            search_config.num_simulations = int(options.pop("simulations"))
-        if "considered" in options:
-            search_config.max_num_considered_actions = int(options.pop("considered"))
-        if "kind" in options:
-            from azshogi.config import SearchKind
-
-            search_config.kind = SearchKind(options.pop("kind"))
-        if "leaves" in options:
-            search_config.leaves_per_step = int(options.pop("leaves"))
-        resign = float(options.pop("resign", 0.0))
-        mate_plies = int(options.pop("mate", 3))
-        if options:
-            raise ValueError(f"player {spec!r}: unknown options {sorted(options)}")
-        return SearchPlayer(evaluator, search_config, rules, max_games, seed, resign, label, mate_plies)
+        search_config.num_simulations = _number(spec, options, "simulations", search_config.num_simulations, low=1)
+        search_config.max_num_considered_actions = _number(spec, options, "considered",
+                                                           search_config.max_num_considered_actions, low=1)
+        return GumbelPlayer(evaluator, search_config, rules, max_games, seed, resign, label,
+                            _number(spec, options, "mate", 3))
     if kind == "usi":
         if not arg:
             raise ValueError("player usi: give the engine command, e.g. usi:/usr/games/fairy-stockfish")
         go = options.pop("go", "byoyomi 1000")
         return UsiPlayer(arg, options, go, name)
-    raise ValueError(f"unknown player {spec!r}: random, greedy, policy:CKPT, search:CKPT or usi:COMMAND")
+    raise ValueError(f"unknown player {spec!r}: {PLAYER_KINDS}")
+
+
+def _checkpoint(spec: str, kind: str, path: str, options: dict, max_games: int, device: str, dtype: Optional[str]):
+    """(evaluator, config) of a network player's checkpoint, sized for its batches."""
+    if not path:
+        raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
+    if not Path(path).is_file():
+        raise ValueError(f"player {spec!r}: checkpoint not found: {path}")
+    from azshogi.formats.checkpoint import CheckpointError
+    from azshogi.play.models import model_evaluator
+
+    per_game = _number(spec, dict(options), "batch", 8, low=1, high=256) if kind == "search" else 8
+    try:
+        return model_evaluator(path, device, dtype, max_batch=max_games * per_game)
+    except CheckpointError as e:
+        raise ValueError(f"player {spec!r}: {e}") from None
+    except RuntimeError as e:  # e.g. CUDA asked for on a machine without it
+        raise ValueError(f"player {spec!r}: {e}") from None

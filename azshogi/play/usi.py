@@ -1,10 +1,17 @@
 """The USI engine (`azshogi-usi`, commands/usi.py): plays a checkpoint on stdin/stdout.
 
 The main thread reads commands; `go` starts a search thread, so `stop`, `ponderhit` and `quit`
-are answered while it thinks. Bad input never ends the engine: an unknown command is ignored, a
-malformed or illegal `position` or `setoption` is answered with `info string error: ...` and
-the engine goes on. Options given on the command line become the defaults that `usi` reports
-(so a launcher script can fix the checkpoint while a GUI may still change it).
+are answered while it thinks. Bad input never ends the engine: an unknown command is ignored; a
+malformed or illegal `position`, a bad `setoption` value or an unknown option name is answered
+with an `info string` and the engine goes on; every `go` ends in a `bestmove` (a malformed
+argument is named in an `info string` and left out; without a model or a position the engine
+resigns). Options given on the command line become the defaults that `usi` reports (so a
+launcher script can fix the checkpoint while a GUI may still change it).
+
+`usi` is answered at once: this module imports neither cshogi nor numpy at the top (they are
+loaded in the background after `usiok`) and PyTorch only when `isready` loads the model. isready
+also times a few search steps, from which the time manager (play/timeman.py) predicts how long a
+step takes, so that no step ends past the deadline.
 """
 from __future__ import annotations
 
@@ -16,11 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, TextIO
 
-import cshogi
-
 from azshogi import __version__
-from azshogi.play.timeman import GoLimits, TimePlan, parse_go, plan
-from azshogi.shogi.positions import PositionError, board_after, parse_position
+from azshogi.play.timeman import GoLimits, StepTimer, next_step, parse_go, plan
 
 ENGINE_NAME = f"azshogi {__version__}"
 DEFAULT_NODES = 800  # simulations per move when `go` sets no clock and no node limit
@@ -84,14 +88,17 @@ OPTIONS = (
     Option("Threads", "spin", 0, 0, 256, help="CPU threads for the network (0 = PyTorch's default)"),
     Option("NodesPerMove", "spin", 0, 0, 100_000_000,
            help=f"simulations per move (0 = by the clock; {DEFAULT_NODES} when go gives no limit)"),
-    Option("BatchSize", "spin", 8, 1, 256, help="leaves per forward pass, kept apart by virtual loss"),
+    Option("BatchSize", "spin", 8, 1, 256,
+           help="leaves per forward pass, kept apart by virtual loss (fewer when the time left is short)"),
     Option("ResignThreshold", "spin", 0, 0, 1000, help="resign below this win rate, per mille (0 = never)"),
     Option("DrawPly", "spin", 0, 0, 100_000, help="a game reaching this ply is a draw (0 = no limit)"),
     Option("Temperature", "string", "0", help="> 0: sample moves by visits^(1/T)", number=True),
     Option("TemperaturePlies", "spin", 0, 0, 100_000, help="sample only before this ply (0 = always)"),
     Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
     Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
-    Option("TimeMargin", "spin", 300, 0, 60_000, help="milliseconds kept in reserve on every move"),
+    Option("TimeMargin", "spin", 300, 0, 60_000,
+           help="milliseconds of the clock kept in reserve for the GUI and the network (not for movetime)"),
+    Option("MultiPV", "spin", 1, 1, 600, help="report this many best moves, each with its score and PV"),
     Option("MaxTreeNodes", "spin", 100_000, 1_000, 50_000_000,
            help="search tree size limit (about 3 kB per node, more past 128 legal moves)"),
     Option("Seed", "spin", 0, 0, 2 ** 31 - 1, help="random seed (temperature sampling)"),
@@ -114,7 +121,16 @@ class Job:
     @property
     def waiting(self) -> bool:
         """bestmove must wait: `go infinite`, or pondering before `ponderhit`."""
-        return self.limits.infinite or (self.limits.ponder and not self.ponderhit.is_set())
+        return self.limits.infinite or self.pondering
+
+    @property
+    def pondering(self) -> bool:
+        return self.limits.ponder and not self.ponderhit.is_set()
+
+
+def _preload() -> None:
+    """Imports what `position` and `go` need while the GUI is still busy with `usiok`."""
+    import azshogi.shogi.positions  # noqa: F401  (cshogi, numpy)
 
 
 class UsiEngine:
@@ -133,8 +149,10 @@ class UsiEngine:
         self.position_ok = True
         self.job: Optional[Job] = None
         self.search = None  # a GameSearch once a model is loaded
-        self._loaded: Optional[tuple] = None  # (checkpoint, device, dtype) of the loaded model
+        self._loaded: Optional[tuple] = None  # (checkpoint, device, dtype, batch) of the loaded model
+        self.timer = StepTimer()  # calibrated by isready
         self.rng = None
+        self._preloading: Optional[threading.Thread] = None
 
     # --- output ---
 
@@ -179,6 +197,9 @@ class UsiEngine:
         for option in OPTIONS:
             self.send(option.declaration(self.defaults[option.name]))
         self.send("usiok")
+        if self._preloading is None:
+            self._preloading = threading.Thread(target=_preload, daemon=True)
+            self._preloading.start()
 
     def cmd_setoption(self, args, line):
         text = line.strip()[len("setoption"):].strip()
@@ -188,7 +209,10 @@ class UsiEngine:
         name, _, value = text.partition(" value ")
         option = _BY_NAME.get(name.strip().lower())
         if option is None:
-            return  # options of other engines (USI_Hash, ...) are ignored
+            if not name.strip().upper().startswith("USI_"):  # GUIs send USI_Hash etc. to every engine
+                self.send(f"info string setoption: azshogi has no option {name.strip()!r} (ignored); "
+                          f"its options: {', '.join(o.name for o in OPTIONS)}")
+            return
         if option.kind == "check" and not value:
             value = "true"
         self.options[option.name] = option.parse(value)
@@ -207,6 +231,8 @@ class UsiEngine:
             self.search.clear()
 
     def cmd_position(self, args, line):
+        from azshogi.shogi.positions import PositionError, board_after, parse_position
+
         self._finish_running()
         try:
             start, moves = parse_position(args)
@@ -219,11 +245,9 @@ class UsiEngine:
 
     def cmd_go(self, args, line):
         self._finish_running()
-        now = time.perf_counter()
-        limits = parse_go(args)
-        job = Job(limits, now)
+        job = Job(parse_go(args), time.perf_counter())
         self.job = job
-        target = self._go_mate if limits.mate is not None else self._think
+        target = self._go_mate if job.limits.mate is not None else self._think
         job.thread = threading.Thread(target=self._guarded, args=(target, job), daemon=True)
         job.thread.start()
 
@@ -270,11 +294,17 @@ class UsiEngine:
         self.job = None
 
     def _guarded(self, target, job: Job) -> None:
+        """Runs a `go`; whatever goes wrong, the GUI still gets its answer."""
         try:
+            for message in job.limits.errors:
+                self.error(message)
             target(job)
         except Exception as e:
             self.error(f"search: {type(e).__name__}: {e}")
-            self._bestmove(job, "resign")
+            if job.limits.mate is not None:
+                self.send("checkmate notimplemented")
+            else:
+                self._bestmove(job, "resign")
 
     def _bestmove(self, job: Job, move: str, ponder: Optional[str] = None) -> None:
         """Sends bestmove, after `stop` (or `ponderhit`) when the protocol asks to wait."""
@@ -310,17 +340,27 @@ class UsiEngine:
                                  mate_search_nodes=o["MateSearchNodes"] if o["MateSearch"] else 0,
                                  leaf_mate_search=True, batch_size=o["BatchSize"],
                                  virtual_loss=cfg.search.virtual_loss)
-        self._warm_up()
+        self._calibrate()
 
-    def _warm_up(self) -> None:
-        """A few simulations from the start position, so the first move does not pay for
-        PyTorch's first calls."""
-        board = cshogi.Board()
-        self.search.prepare(board, "", [])
-        self.search.run(board, 0, lambda progress: False, max_nodes=4)
-        self.search.clear()
+    def _calibrate(self) -> None:
+        """Warm-up steps from the start position (the first calls of PyTorch are slow), timed
+        at one leaf and at BatchSize leaves for the time manager."""
+        import cshogi
+
+        board, search, samples = cshogi.Board(), self.search, []
+        search.prepare(board, "", [])
+        batch = search.batch_size
+        for leaves in (1, batch, 1, batch):  # the first of each size pays for warm-up
+            report = search.run(board, 0, lambda progress: 0 if progress.step_leaves else leaves)
+            samples.append((leaves, report.seconds))
+        self.timer.calibrate(samples)
+        search.clear()
 
     def _think(self, job: Job) -> None:
+        import cshogi
+
+        from azshogi.shogi.positions import board_after
+
         o, search = self.options, self.search
         if search is None:
             self.error("no model loaded: set the Checkpoint option, then send isready")
@@ -352,19 +392,22 @@ class UsiEngine:
         if reused:
             self.send(f"info string reused {reused} nodes of the previous search")
         last_info = [time.perf_counter()]
+        batch, lines = search.batch_size, o["MultiPV"]
 
-        def should_stop(progress) -> bool:
-            now = time.perf_counter()
+        def plan_step(progress) -> int:
+            if progress.step_leaves:
+                self.timer.observe(progress.step_leaves, progress.step_seconds)
             if job.stop.is_set():
-                return True
+                return 0
+            now = time.perf_counter()
             if now - last_info[0] >= INFO_INTERVAL:
                 last_info[0] = now
-                self._info(search.report(progress.nodes, progress.seconds))
-            if job.waiting:
-                return False
-            return time_plan is not None and self._out_of_time(time_plan, now - job.clock_start, progress)
+                self._info(search.report(0, progress.nodes, progress.seconds, lines))
+            if limits.infinite:
+                return batch
+            return next_step(time_plan, now - job.clock_start, progress, self.timer, batch, job.pondering)
 
-        report = search.run(board, ply, should_stop, max_nodes=max_nodes)
+        report = search.run(board, ply, plan_step, max_nodes=max_nodes, lines=lines)
         if report.move == 0:
             return self._bestmove(job, "resign")
         temperature = float(o["Temperature"]) if o["Temperature"] else 0.0
@@ -379,44 +422,42 @@ class UsiEngine:
         usi = [cshogi.move_to_usi(m) for m in pv]
         self._bestmove(job, usi[0], usi[1] if len(usi) > 1 else None)
 
-    @staticmethod
-    def _out_of_time(time_plan: TimePlan, elapsed: float, progress) -> bool:
-        if elapsed >= time_plan.limit:
-            return True
-        if elapsed >= time_plan.target:
-            # Unsure (the two best moves close): think on, up to twice the target.
-            unsure = progress.best_visits < 1.2 * progress.second_visits
-            return not (unsure and elapsed < 2.0 * time_plan.target)
-        # The best move cannot be overtaken before the target: stop early.
-        rate = progress.nodes / max(progress.seconds, 1e-3)
-        return progress.best_visits - progress.second_visits > rate * (time_plan.target - elapsed)
-
     def _info(self, report, pv=None) -> None:
+        """The search's figures: one `info ... pv` line, or with MultiPV k > 1 the k best root
+        moves as `info multipv i ... score cp ... pv` lines, best first (each scored by its
+        own value; the single line uses the root's)."""
+        import cshogi
+
         from azshogi.shogi.scores import win_rate_to_cp
 
         pv = report.pv if pv is None else pv
         hashfull = min(1000, report.tree_nodes * 1000 // max(1, self.options["MaxTreeNodes"]))
+        common = f"nodes {report.nodes} nps {report.nps} time {int(report.seconds * 1000)} hashfull {hashfull}"
         self.send(f"info string win rate {report.win_rate:.1%}, {report.nodes} simulations, "
                   f"{report.tree_nodes} nodes in the tree")
-        self.send(f"info depth {max(1, len(pv))} nodes {report.nodes} nps {report.nps} "
-                  f"time {int(report.seconds * 1000)} hashfull {hashfull} "
-                  f"score cp {win_rate_to_cp(report.win_rate)} pv {' '.join(cshogi.move_to_usi(m) for m in pv)}")
+        if self.options["MultiPV"] <= 1:
+            self.send(f"info depth {max(1, len(pv))} {common} score cp {win_rate_to_cp(report.win_rate)} "
+                      f"pv {' '.join(cshogi.move_to_usi(m) for m in pv)}")
+            return
+        for i, line in enumerate(report.lines, 1):
+            self.send(f"info multipv {i} depth {len(line.pv)} {common} score cp {win_rate_to_cp(line.win_rate)} "
+                      f"pv {' '.join(cshogi.move_to_usi(m) for m in line.pv)}")
 
     def _go_mate(self, job: Job) -> None:
         """`go mate`: df-pn only; answers `checkmate <moves>`, `checkmate nomate` or
         `checkmate notimplemented` (in check: cshogi's solver needs the attacker out of check)."""
+        import cshogi
+
+        from azshogi.shogi.positions import board_after
+        from azshogi.shogi.rules import mate_line
+
         board = board_after(self.start_sfen, self.moves) if self.position_ok else None
         if board is None or board.is_check():
             self.send("checkmate notimplemented")
             return
-        solver = cshogi.DfPn()
-        solver.set_max_search_node(max(self.options["MateSearchNodes"], 1) * 10)
-        found = solver.search(board)
+        line = mate_line(board, max(self.options["MateSearchNodes"], 1) * 10)
         while job.limits.mate == -1 and not job.stop.is_set():  # infinite: answer after stop
             job.stop.wait(0.05)
         if job.silent:
             return
-        if found:
-            self.send("checkmate " + " ".join(cshogi.move_to_usi(m) for m in solver.get_pv(board)))
-        else:
-            self.send("checkmate nomate")
+        self.send("checkmate " + (" ".join(cshogi.move_to_usi(m) for m in line) if line else "nomate"))

@@ -1,13 +1,24 @@
-"""The engine's search: one game, an anytime PUCT search over the shared array tree.
+"""The search for play: anytime PUCT over the shared array trees, one tree per game.
 
-`GameSearch` wraps the shared `Simulator` (azshogi/search/) for a single game, the way a USI
-engine needs it: `batch_size` leaves per forward pass kept apart by the simulator's virtual loss, it runs until a caller-supplied `should_stop` says enough (clock, node limit,
-`stop`), keeps the subtree of the position that was actually reached between moves, checks the
-root for a forced mate first (cshogi's df-pn), and reports the best move, the principal
-variation, the root value and the visit counts.
+`GameSearch` is what the USI engine thinks with and what matches play (play/players.py), so a
+match measures the engine users run. Per game it keeps a tree (the subtree of the position
+that was actually reached is kept between moves), checks the root for a forced mate first
+(cshogi's df-pn) and reports the best move, the principal variation, the root value, the visit
+counts and MultiPV lines. Selection is PUCT (Silver et al. 2018: c(s) = log((1 + N + c_base) /
+c_base) + c_init) with first-play urgency = the node's value minus `fpu_reduction` times the
+square root of the policy mass already visited (as Leela Zero), both from search/formulas.py.
 
-Unlike self-play's Gumbel search, whose sequential halving needs the number of simulations in
-advance, PUCT can be stopped at any simulation, which a clock or `go infinite` requires.
+Each step sends up to `batch_size` descents of every searched game's tree through one forward
+pass (simulator.simulate_together). The descents that reach a node in the same step are shared
+out among its edges as sequential descents with a virtual loss would choose them, with the
+node's visit count and first-play urgency held at their values before the step
+(formulas.puct_shares); with batch_size = 1 it is plain sequential PUCT.
+
+The engine runs one game until its caller's `plan_step` says stop (the clock, a node limit,
+`stop`) — PUCT can stop after any step, which a clock or `go infinite` requires, unlike
+self-play's Gumbel search whose sequential halving needs its simulation count in advance.
+Matches run all their games at once with a fixed budget of simulations per move
+(`run_games`), which makes them reproducible.
 """
 from __future__ import annotations
 
@@ -19,10 +30,10 @@ import cshogi
 import numpy as np
 
 from azshogi.search.base import Evaluator
-from azshogi.search.formulas import first_play_urgency, puct_scores, root_value
+from azshogi.search.formulas import first_play_urgency, puct_shares, root_value
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import EDGE_ARRAYS, NODE_ARRAYS, Tree, masked_softmax
-from azshogi.shogi.rules import Rules
+from azshogi.shogi.rules import Rules, mate_line
 
 # A slow rate of cshogi's df-pn (measured: 100k nodes took up to 0.5 s in random middle games).
 DFPN_NODES_PER_SECOND = 200_000
@@ -57,6 +68,21 @@ def reroot(tree: Tree, actor: int, node: int) -> None:
 
 
 @dataclass
+class Line:
+    """One root move and what the search thinks of it: its principal variation (the move
+    first), its visits and its value for the root's side to move, in [-1, 1] (the mean of its
+    simulations; for an unvisited move, the first-play urgency the search assumes)."""
+
+    pv: list
+    visits: float
+    value: float
+
+    @property
+    def win_rate(self) -> float:
+        return (self.value + 1.0) * 0.5
+
+
+@dataclass
 class SearchReport:
     """What one search found, from the root's side to move.
 
@@ -64,6 +90,7 @@ class SearchReport:
     value: the root's value in [-1, 1]; win_rate = (value + 1) / 2. nodes: simulations run by
     this search; tree_nodes: nodes now in the tree (reused ones included). mate: plies to a mate
     found by the mate search (0 = none). moves, visits: the root's legal moves and visit counts.
+    lines: the best root moves (most visited first), as many as asked for (MultiPV).
     """
 
     move: int = 0
@@ -76,6 +103,7 @@ class SearchReport:
     mate: int = 0
     moves: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     visits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    lines: list = field(default_factory=list)
 
     @property
     def win_rate(self) -> float:
@@ -95,177 +123,248 @@ class SearchReport:
 
 @dataclass
 class Progress:
-    """Handed to `should_stop` after every simulation."""
+    """Handed to `plan_step` before every step of a search."""
 
-    nodes: int  # simulations of this search
-    seconds: float
+    nodes: int  # simulations of this search so far
+    seconds: float  # since the search started
     best_visits: float  # visits of the most and the second most visited root moves
     second_visits: float
-    tree_full: bool
+    tree_full: bool  # no room for another step
+    step_leaves: int = 0  # the last step: descents sent (0 = none yet) and its duration
+    step_seconds: float = 0.0
 
 
 class GameSearch:
-    """Anytime PUCT (Silver et al. 2018: c(s) = log((1 + N + c_base) / c_base) + c_init) for one
-    game, with first-play urgency = the parent's value minus `fpu_reduction` times the square
-    root of the policy mass already visited (as Leela Zero)."""
+    """Anytime PUCT with first-play urgency for `games` games, one tree each (see the module
+    doc). `batch_size` descents per tree per forward pass; `virtual_loss` keeps them apart."""
 
     def __init__(self, evaluator: Evaluator, rules: Rules, c_base: float = 19652.0, c_init: float = 1.25,
                  fpu_reduction: float = 0.2, max_tree_nodes: int = 200_000, mate_search_nodes: int = 100_000,
-                 leaf_mate_search: bool = True, batch_size: int = 1, virtual_loss: float = 1.0):
+                 leaf_mate_search: bool = True, batch_size: int = 1, virtual_loss: float = 1.0, games: int = 1):
         self.rules = rules
         self.c_base, self.c_init, self.fpu_reduction = c_base, c_init, fpu_reduction
         self.max_tree_nodes = max_tree_nodes
         self.mate_search_nodes = mate_search_nodes
         self.batch_size, self.virtual_loss = batch_size, virtual_loss
-        self.simulator = Simulator(evaluator, rules, 1, 1024, leaf_mate_search, leaves_per_step=batch_size)
-        self._root_key: Optional[tuple] = None  # (start sfen, moves) of the tree's root
+        self.games = games
+        self.simulator = Simulator(evaluator, rules, games, 1024, leaf_mate_search, leaves_per_step=batch_size)
+        self._root_keys: list[Optional[tuple]] = [None] * games  # (start sfen, moves) of each root
         self._dfpn = cshogi.DfPn()
 
     @property
     def tree(self) -> Tree:
         return self.simulator.tree
 
-    def clear(self) -> None:
-        self._root_key = None
+    def clear(self, game: Optional[int] = None) -> None:
+        """Forgets the tree of `game` (default: of every game)."""
+        for g in range(self.games) if game is None else [game]:
+            self._root_keys[g] = None
 
     # --- the root ---
 
-    def prepare(self, board: cshogi.Board, start_sfen: str, moves: Sequence[str]) -> int:
-        """Makes `board` (start_sfen + moves, history included) the root, keeping what the tree
-        already knows about it. Returns the number of nodes reused (0 = a fresh tree)."""
-        reused = self._reuse(start_sfen, list(moves))
-        self._root_key = (start_sfen, tuple(moves))
-        if reused:
-            return reused
-        self.simulator.expand_roots([board])
-        return 0
+    def prepare(self, board: cshogi.Board, start_sfen: str, moves: Sequence[str], game: int = 0) -> int:
+        """Makes `board` (start_sfen + moves, history included) the root of `game`'s tree,
+        keeping what the tree already knows about it. Returns the number of nodes reused (0 = a
+        fresh tree, whose root is evaluated now)."""
+        reused = self._reuse(start_sfen, list(moves), game)
+        self._root_keys[game] = (start_sfen, tuple(moves))
+        if not reused:
+            self.simulator.expand_roots(self._boards({game: board}), np.array([game]))
+        return reused
 
-    def _reuse(self, start_sfen: str, moves: list) -> int:
-        if self._root_key is None or self.tree.num_nodes[0] == 0:
+    def _reuse(self, start_sfen: str, moves: list, game: int) -> int:
+        key = self._root_keys[game]
+        if key is None or self.tree.num_nodes[game] == 0:
             return 0
-        old_start, old_moves = self._root_key
+        old_start, old_moves = key
         if old_start != start_sfen or tuple(moves[:len(old_moves)]) != old_moves:
             return 0
         tree, node = self.tree, 0
         for usi in moves[len(old_moves):]:
-            n = int(tree.num_edges[0, node])
-            edge_usi = [cshogi.move_to_usi(int(m)) for m in tree.edge_move[0, node, :n]]
+            n = int(tree.num_edges[game, node])
+            edge_usi = [cshogi.move_to_usi(int(m)) for m in tree.edge_move[game, node, :n]]
             if usi not in edge_usi:
                 return 0
-            child = int(tree.edge_child[0, node, edge_usi.index(usi)])
+            child = int(tree.edge_child[game, node, edge_usi.index(usi)])
             if child < 0:
                 return 0
             node = child
-        if tree.node_terminal[0, node] or tree.num_edges[0, node] == 0:
+        if tree.node_terminal[game, node] or tree.num_edges[game, node] == 0:
             return 0
-        reroot(tree, 0, node)
-        return int(tree.num_nodes[0])
+        reroot(tree, game, node)
+        return int(tree.num_nodes[game])
 
     def mate(self, board: cshogi.Board, seconds: Optional[float] = None) -> list[int]:
         """A forced mate for the side to move (df-pn, at most `mate_search_nodes` nodes) as a move
-        list, or []. Skipped in check: cshogi's mate searches assume the attacker is not in check.
+        list, or [] (see rules.mate_line; skipped in check).
 
         seconds: a time budget. df-pn has only a node limit (and holds the GIL), so the limit is
         scaled down to what DFPN_NODES_PER_SECOND allows in that time."""
-        if self.mate_search_nodes <= 0 or board.is_check():
+        if self.mate_search_nodes <= 0:
             return []
-        move = board.mate_move_in_1ply()
-        if move:
-            return [move]
         nodes = self.mate_search_nodes
         if seconds is not None:
             nodes = min(nodes, int(seconds * DFPN_NODES_PER_SECOND))
-        if nodes < 100:
-            return []
-        self._dfpn.set_max_search_node(nodes)
-        if not self._dfpn.search(board):
-            return []
-        pv = list(self._dfpn.get_pv(board))
-        return pv or [self._dfpn.get_move(board)]
+        return mate_line(board, nodes if nodes >= 100 else 0, self._dfpn)
 
     # --- the search ---
 
-    def _select(self, actors: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
+    def _share(self, actors: np.ndarray, nodes: np.ndarray, counts: np.ndarray, depth: int) -> np.ndarray:
+        """How many of counts[g] descents arriving at node g take each edge (simulator.ShareFn)."""
         tree = self.tree
-        prior = masked_softmax(tree.edge_logit[actors, nodes])
-        visits = tree.edge_visits[actors, nodes]
+        # A multiple of 8 columns: sums over padding zeros are then the same to the last bit
+        # (tree.edge_sum), whatever the rows' width.
+        width = min(-(-max(int(tree.num_edges[actors, nodes].max()), 1) // 8) * 8, tree.width)
+        logits = tree.edge_logit[actors, nodes, :width]
+        visits = tree.edge_visits[actors, nodes, :width]
+        prior = masked_softmax(logits)
         fpu = first_play_urgency(tree.node_value[actors, nodes], prior, visits, self.fpu_reduction)
-        return puct_scores(prior, visits, tree.edge_value_sum[actors, nodes], tree.valid(actors, nodes),
-                           self.c_base, self.c_init, fpu).argmax(axis=1)
+        return puct_shares(prior, visits, tree.edge_value_sum[actors, nodes, :width], np.isfinite(logits), counts,
+                           self.c_base, self.c_init, fpu, self.virtual_loss)
 
-    def run(self, board: cshogi.Board, ply: int, should_stop: Callable[[Progress], bool],
-            max_nodes: Optional[int] = None) -> SearchReport:
-        """Simulates from the prepared root until `should_stop(progress)` is true, `max_nodes`
-        simulations are done or the tree is full (always at least one step when the root has more
-        than one move). `board` is walked with push/pop and comes back unchanged.
+    def _boards(self, by_game: dict) -> list:
+        """The simulator's per-actor board list: game g's board at index g."""
+        boards: list = [None] * self.games
+        for g, board in by_game.items():
+            boards[g] = board
+        return boards
 
-        Each step sends up to `batch_size` leaves through one forward pass; a descent that meets a
-        leaf already waiting for its evaluation is dropped (a collision), so `nodes` counts the
-        simulations that reached the root's statistics."""
+    def _root_visits(self, games: np.ndarray) -> np.ndarray:
+        return self.tree.edge_visits[games, 0].sum(axis=1)
+
+    def run(self, board: cshogi.Board, ply: int, plan_step: Callable[[Progress], int],
+            max_nodes: Optional[int] = None, game: int = 0, lines: int = 1) -> SearchReport:
+        """Simulates `game` from its prepared root, step after step, until `plan_step(progress)`
+        answers 0, `max_nodes` simulations are done or the tree is full (a root with one legal
+        move gets one step at most). `plan_step` is asked before every step, the first included,
+        and answers how many descents the step may send (at most `batch_size` are sent).
+        `board` is walked with push/pop and comes back unchanged.
+
+        A descent that meets a leaf already waiting for its evaluation is dropped (a
+        collision), so `nodes` counts the simulations that reached the root's statistics."""
         start = time.perf_counter()
         tree = self.tree
-        reused = int(tree.num_nodes[0])
-        plies = np.array([ply], np.int64)
-        boards = [board]
-        root_visits = float(tree.edge_visits[0, 0].sum())
-        nodes = 0
+        games = np.array([game])
+        reused = int(tree.num_nodes[game])
+        boards = self._boards({game: board})
+        plies = np.zeros(self.games, np.int64)
+        plies[game] = ply
+        before = self._root_visits(games)[0]
+        nodes, step = 0, (0, 0.0)
         while True:
-            full = tree.num_nodes[0] + self.batch_size > self.max_tree_nodes
-            if full or (max_nodes is not None and nodes >= max_nodes):
+            room = self.max_tree_nodes - int(tree.num_nodes[game])
+            if (max_nodes is not None and nodes >= max_nodes) or (nodes and tree.num_edges[game, 0] <= 1):
                 break
-            if nodes and should_stop(self._progress(nodes, time.perf_counter() - start, full)):
+            progress = self._progress(game, nodes, time.perf_counter() - start, room < 1, step)
+            leaves = min(self.batch_size, room, plan_step(progress))
+            if max_nodes is not None:
+                leaves = min(leaves, max_nodes - nodes)
+            if leaves <= 0:
                 break
-            if tree.num_edges[0, 0] <= 1 and nodes:
-                break
-            leaves = self.batch_size if max_nodes is None else min(self.batch_size, max_nodes - nodes)
-            self.simulator.simulate(boards, plies, self._select, leaves=leaves, virtual_loss=self.virtual_loss)
-            nodes = int(round(float(tree.edge_visits[0, 0].sum()) - root_visits))
-        report = self.report(nodes, time.perf_counter() - start)
+            began = time.perf_counter()
+            self.simulator.simulate_together(boards, plies, self._share, leaves, actors=games)
+            step = (leaves, time.perf_counter() - began)
+            nodes = int(round(float(self._root_visits(games)[0] - before)))
+        report = self.report(game, nodes, time.perf_counter() - start, lines)
         report.reused_nodes = reused
         return report
 
-    def _progress(self, nodes: int, seconds: float, full: bool) -> Progress:
-        visits = self.tree.edge_visits[0, 0, :self.tree.num_edges[0, 0]]
-        top = np.sort(visits)[-2:] if visits.size >= 2 else np.array([0.0, visits.max(initial=0.0)])
-        return Progress(nodes, seconds, float(top[-1]), float(top[0]), full)
-
-    def report(self, nodes: int = 0, seconds: float = 0.0) -> SearchReport:
-        """The root's statistics now: most visited move (ties: the higher prior), PV, value."""
+    def run_games(self, boards: dict, plies: dict, nodes: int, lines: int = 1) -> dict:
+        """`nodes` simulations for each game of `boards` ({game: board}, each prepared; plies
+        {game: ply}), the leaves of all games in one forward pass per step. Returns {game:
+        SearchReport}. A fixed budget makes matches reproducible."""
+        start = time.perf_counter()
         tree = self.tree
-        n = int(tree.num_edges[0, 0])
-        visits = tree.edge_visits[0, 0, :n].copy()
-        moves = tree.edge_move[0, 0, :n].astype(np.int64)
-        if n == 0:
-            return SearchReport(nodes=nodes, seconds=seconds, tree_nodes=int(tree.num_nodes[0]))
-        value = root_value(tree.node_value[0:1, 0], tree.edge_value_sum[0:1, 0, :n], visits[None])[0]
-        pv = self.principal_variation()
-        return SearchReport(move=pv[0], pv=pv, value=float(value), nodes=nodes,
-                            tree_nodes=int(tree.num_nodes[0]), seconds=seconds, moves=moves, visits=visits)
+        games = np.array(sorted(boards), np.int64)
+        board_list = self._boards(boards)
+        ply_array = np.zeros(self.games, np.int64)
+        for g, p in plies.items():
+            ply_array[g] = p
+        before = self._root_visits(games)
+        done = np.zeros(len(games), np.int64)
+        while True:
+            room = self.max_tree_nodes - tree.num_nodes[games]
+            leaves = np.minimum(np.minimum(nodes - done, self.batch_size), room)
+            leaves[(done > 0) & (tree.num_edges[games, 0] <= 1)] = 0
+            go = leaves > 0
+            if not go.any():
+                break
+            self.simulator.simulate_together(board_list, ply_array, self._share, leaves[go], actors=games[go])
+            done = np.round(self._root_visits(games) - before).astype(np.int64)
+        seconds = time.perf_counter() - start
+        return {int(g): self.report(int(g), int(d), seconds, lines) for g, d in zip(games, done)}
 
-    def principal_variation(self, limit: int = 64) -> list[int]:
-        tree, node, pv = self.tree, 0, []
+    def _progress(self, game: int, nodes: int, seconds: float, full: bool, step: tuple) -> Progress:
+        visits = self.tree.edge_visits[game, 0, :self.tree.num_edges[game, 0]]
+        top = np.sort(visits)[-2:] if visits.size >= 2 else np.array([0.0, visits.max(initial=0.0)])
+        return Progress(nodes, seconds, float(top[-1]), float(top[0]), full, step[0], step[1])
+
+    # --- what it found ---
+
+    def report(self, game: int = 0, nodes: int = 0, seconds: float = 0.0, lines: int = 1) -> SearchReport:
+        """The root's statistics now: most visited move (ties: the higher prior), PV, value, and
+        the `lines` best root moves."""
+        tree = self.tree
+        n = int(tree.num_edges[game, 0])
+        visits = tree.edge_visits[game, 0, :n].copy()
+        moves = tree.edge_move[game, 0, :n].astype(np.int64)
+        if n == 0:
+            return SearchReport(nodes=nodes, seconds=seconds, tree_nodes=int(tree.num_nodes[game]))
+        value = root_value(tree.node_value[game:game + 1, 0], tree.edge_value_sum[game:game + 1, 0, :n],
+                           visits[None])[0]
+        best = self._ranked_root_edges(game)[:max(1, lines)]
+        root_lines = [self._line(game, int(e)) for e in best]
+        return SearchReport(move=root_lines[0].pv[0], pv=root_lines[0].pv, value=float(value), nodes=nodes,
+                            tree_nodes=int(tree.num_nodes[game]), seconds=seconds, moves=moves, visits=visits,
+                            lines=root_lines)
+
+    def _ranked_root_edges(self, game: int) -> np.ndarray:
+        """The root's edges, most visited first (ties: the higher prior, then the lower column)."""
+        tree = self.tree
+        n = int(tree.num_edges[game, 0])
+        return np.lexsort((np.arange(n), -tree.edge_logit[game, 0, :n], -tree.edge_visits[game, 0, :n]))
+
+    def _line(self, game: int, edge: int) -> Line:
+        tree = self.tree
+        n = int(tree.num_edges[game, 0])
+        visits = tree.edge_visits[game, 0, :n]
+        if visits[edge] > 0:
+            value = float(tree.edge_value_sum[game, 0, edge] / visits[edge])
+        else:
+            prior = masked_softmax(tree.edge_logit[game, 0:1])
+            value = float(first_play_urgency(tree.node_value[game, 0:1], prior, tree.edge_visits[game, 0:1],
+                                             self.fpu_reduction)[0, 0])
+        pv = [int(tree.edge_move[game, 0, edge])]
+        child = int(tree.edge_child[game, 0, edge])
+        if child >= 0:
+            pv += self.principal_variation(game, child, limit=63)
+        return Line(pv, float(visits[edge]), value)
+
+    def principal_variation(self, game: int = 0, node: int = 0, limit: int = 64) -> list[int]:
+        """The most visited path from `node` (ties: the higher prior); from the root, the first
+        move is chosen even before any simulation."""
+        tree, pv = self.tree, []
         while len(pv) < limit:
-            n = int(tree.num_edges[0, node])
+            n = int(tree.num_edges[game, node])
             if n == 0:
                 break
-            visits = tree.edge_visits[0, node, :n]
-            if pv and visits.max() == 0:
+            visits = tree.edge_visits[game, node, :n]
+            if (pv or node) and visits.max() == 0:
                 break
-            # Most visits; the prior breaks ties (and picks the root move before any simulation).
-            edge = int(np.lexsort((tree.edge_logit[0, node, :n], visits))[-1])
-            pv.append(int(tree.edge_move[0, node, edge]))
-            node = int(tree.edge_child[0, node, edge])
+            edge = int(np.lexsort((tree.edge_logit[game, node, :n], visits))[-1])
+            pv.append(int(tree.edge_move[game, node, edge]))
+            node = int(tree.edge_child[game, node, edge])
             if node < 0:
                 break
         return pv
 
-    def sample_move(self, temperature: float, rng: np.random.Generator) -> int:
+    def sample_move(self, temperature: float, rng: np.random.Generator, game: int = 0) -> int:
         """A root move drawn with probability proportional to visits^(1/temperature)."""
         tree = self.tree
-        n = int(tree.num_edges[0, 0])
-        visits = tree.edge_visits[0, 0, :n].astype(np.float64)
+        n = int(tree.num_edges[game, 0])
+        visits = tree.edge_visits[game, 0, :n].astype(np.float64)
         if visits.sum() == 0:
-            weights = masked_softmax(tree.edge_logit[0, 0, :n].astype(np.float64) / max(temperature, 1e-3))
+            weights = masked_softmax(tree.edge_logit[game, 0, :n].astype(np.float64) / max(temperature, 1e-3))
         else:
             weights = np.power(visits / visits.max(), 1.0 / max(temperature, 1e-3))
-        return int(tree.edge_move[0, 0, rng.choice(n, p=weights / weights.sum())])
+        return int(tree.edge_move[game, 0, rng.choice(n, p=weights / weights.sum())])

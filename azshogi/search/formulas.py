@@ -14,18 +14,57 @@ from azshogi.search.tree import edge_sum, masked_softmax
 
 
 def puct_scores(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, valid: np.ndarray,
-                c_base: float, c_init: float, unvisited_q) -> np.ndarray:
+                c_base: float, c_init: float, unvisited_q, parent_visits=None) -> np.ndarray:
     """(R, K) Q + U for each edge; -inf on padding.
 
     U = c(s) P(s, a) sqrt(max(N(s), 1)) / (1 + N(s, a)), c(s) = log((1 + N(s) + c_base) / c_base)
-    + c_init, N(s) = the row's visits. unvisited_q: the Q of edges without visits, a scalar
-    (AlphaZero: 0) or (R, 1) per row (e.g. `first_play_urgency`). sqrt(max(N, 1)): on a node's
-    first visit the prior alone decides (N = 0 would tie all)."""
-    parent = visits.sum(axis=1, keepdims=True)
+    + c_init, N(s) = the row's visits (or `parent_visits`, broadcastable to (R, 1)). unvisited_q:
+    the Q of edges without visits, a scalar (AlphaZero: 0) or (R, 1) per row (e.g.
+    `first_play_urgency`). sqrt(max(N, 1)): on a node's first visit the prior alone decides
+    (N = 0 would tie all). Extra trailing axes broadcast (see `puct_shares`)."""
+    parent = visits.sum(axis=1, keepdims=True) if parent_visits is None else parent_visits
     c = np.log((1.0 + parent + c_base) / c_base) + c_init
     q = np.where(visits > 0, value_sum / np.maximum(visits, 1e-9), unvisited_q)
     u = c * prior * np.sqrt(np.maximum(parent, 1.0)) / (1.0 + visits)
     return np.where(valid, q + u, -np.inf)
+
+
+def puct_shares(prior: np.ndarray, visits: np.ndarray, value_sum: np.ndarray, valid: np.ndarray,
+                counts: np.ndarray, c_base: float, c_init: float, unvisited_q, virtual_loss: float) -> np.ndarray:
+    """(R, K) how many of counts[r] selections at node r take each edge, when each selection adds
+    a virtual loss (visits +vl, value -vl) to its edge before the next one chooses.
+
+    It is the greedy sequence of `puct_scores` argmaxes with N(s) and `unvisited_q` held at their
+    values before the first selection, computed at once: the score an edge offers to its k-th
+    arrival falls with k, so the greedy picks are the counts[r] best (edge, k) entries (scores
+    made non-increasing in k, as the greedy would take a rising pair together; ties go to the
+    lower column, as argmax). With counts = 1 it is the argmax of `puct_scores`. prior, visits,
+    value_sum, valid: (R, K); unvisited_q: a scalar or (R, 1)."""
+    rows = np.arange(len(prior))
+    shares = np.zeros(prior.shape, np.int64)
+    n = int(counts.max())
+    if n == 1:
+        shares[rows, puct_scores(prior, visits, value_sum, valid, c_base, c_init, unvisited_q).argmax(axis=1)] = 1
+        return shares
+    k = (np.arange(n, dtype=np.float32) * np.float32(virtual_loss))[:, None]
+    parent = visits.sum(axis=1)[:, None, None]
+    # (R, n, K): row r's scores for each edge's k-th arrival.
+    scores = puct_scores(prior[:, None, :], visits[:, None, :] + k, value_sum[:, None, :] - k,
+                         valid[:, None, :] & (np.arange(n)[:, None] < counts[:, None, None]), c_base, c_init,
+                         np.asarray(unvisited_q)[..., None], parent_visits=parent)
+    # Only an unvisited edge's first two entries can rise (when its first-play urgency is below
+    # -1, the Q a virtual loss gives); every later entry, and every visited edge's, falls with k.
+    if (scores[:, 0] < scores[:, 1]).any():
+        scores = np.minimum.accumulate(scores, axis=1)
+    flat = scores.reshape(len(prior), -1)
+    threshold = -np.partition(-flat, np.unique(counts) - 1, axis=1)[rows, counts - 1]
+    taken = scores > threshold[:, None, None]
+    tied = scores == threshold[:, None, None]
+    room = counts - taken.sum(axis=(1, 2))
+    if (tied.sum(axis=(1, 2)) > room).any():  # more ties than places: the lower columns first
+        by_column = tied.transpose(0, 2, 1).reshape(len(prior), -1)
+        tied &= (np.cumsum(by_column, axis=1) <= room[:, None]).reshape(len(prior), -1, n).transpose(0, 2, 1)
+    return (taken | tied).sum(axis=1)
 
 
 def first_play_urgency(node_value: np.ndarray, prior: np.ndarray, visits: np.ndarray,

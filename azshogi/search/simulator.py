@@ -26,6 +26,9 @@ from azshogi.shogi.rules import Rules, outcome
 TREE_REPETITION_PLIES = 16
 
 SelectFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+# share(actors (G,), nodes (G,), counts (G,), depth) -> (G, K) how many of the counts[g] descents
+# arriving together at node g take each of its edges (see simulate_together).
+ShareFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
 
 # What a descent ended on.
 _NEW, _KNOWN, _COLLISION = 0, 1, 2
@@ -188,6 +191,20 @@ class Simulator:
             pending_nodes.append(n)
         self.leaf_seconds += time.perf_counter() - start
 
+    def _prepare_leaf(self, board, actor: int, node: int, ply: int, pending_actors, pending_nodes) -> Optional[int]:
+        """One new leaf of `simulate_together`, `board` at its position (`ply` plies from the
+        game's start): a game end makes it terminal (None, its value in the tree); otherwise the
+        leaf joins the batch and its row is returned."""
+        legal = list(board.legal_moves)
+        end = outcome(board, ply, self.rules, repetition_plies=TREE_REPETITION_PLIES,
+                      mate_plies=self.leaf_mate_plies, has_legal_move=bool(legal))
+        if end is not None:
+            self.tree.set_terminal(actor, node, end.value)
+            return None
+        pending_actors.append(actor)
+        pending_nodes.append(node)
+        return self.batch.add(board, legal)
+
     def _add(self, path: dict, visits, value, alternate: bool) -> None:
         """Adds `visits` and `value` to every edge on the paths (collisions skipped).
 
@@ -210,3 +227,171 @@ class Simulator:
         value = np.broadcast_to(np.asarray(value, np.float32), counted.shape)
         np.add.at(self.tree.edge_visits, index, np.float32(visits))
         np.add.at(self.tree.edge_value_sum, index, sign * value[i_idx])
+
+    # --- many descents of each tree per forward pass, walked level by level ---
+
+    def simulate_together(self, boards: Sequence[cshogi.Board], plies: np.ndarray, share: ShareFn, leaves,
+                          roots: Optional[np.ndarray] = None, actors: Optional[np.ndarray] = None) -> None:
+        """`leaves` descents of each of `actors`' trees (an int, or one per actor), all their new
+        leaves evaluated in one forward pass.
+
+        The descents walk down together one tree level at a time, without boards: at each level
+        the descents that stand on the same node are handed to `share` as one group, which says
+        which edges they take (all of a level's groups in a few calls, so the Python work per
+        level is shared by every descent). How a group is shared out is the search family's
+        rule (the engine: virtual-loss PUCT, search/anytime.py), which accounts for the step's
+        own descents itself: no virtual loss is written into the tree, and the statistics change
+        only at the backup (new leaves become nodes at once). The boards are walked afterwards,
+        once per new leaf (consecutive leaves share the moves of their common prefix), to
+        prepare the leaves as `simulate` does.
+
+        A descent that takes an edge another descent of this step has just taken into a new
+        node ends there (a collision): it is dropped from the backup, unless that node turns out
+        to end the game, whose value it backs up like any descent that reaches a known end.
+        """
+        start = time.perf_counter()
+        tree = self.tree
+        actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
+        roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
+        who = np.repeat(actors, np.broadcast_to(np.asarray(leaves, np.int64), actors.shape))
+        node = np.repeat(roots[actors], np.broadcast_to(np.asarray(leaves, np.int64), actors.shape))
+        self._ensure_rows(len(who))
+        path_nodes, path_edges, length, kind, value = self._descend_together(share, who, node)
+        row = np.full(len(who), -1, np.int64)
+        pending_actors, pending_nodes = [], []
+        self._prepare_paths(boards, plies, who, node, path_nodes, path_edges, length, kind, value, row,
+                            pending_actors, pending_nodes)
+        collided = np.flatnonzero(kind == _COLLISION)
+        over = collided[tree.node_terminal[who[collided], node[collided]]]
+        kind[over], value[over] = _KNOWN, tree.node_value[who[over], node[over]]
+        self.collisions += len(collided) - len(over)
+        if pending_actors:
+            values = self._evaluate_and_expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64))
+            new = kind == _NEW
+            value[new] = values[row[new]]
+        self._back_up(who, path_nodes, path_edges, length, kind, value)
+        self.seconds += time.perf_counter() - start
+
+    def _descend_together(self, share: ShareFn, who: np.ndarray, node: np.ndarray):
+        """Walks all descents down level by level (the tree only). Returns their path nodes and
+        edges (D, depth), lengths, what each ended on and the values of known ends; `node`
+        becomes each descent's last node."""
+        tree, num = self.tree, len(who)
+        kind = np.full(num, _KNOWN, np.int64)
+        value = np.zeros(num, np.float32)
+        levels = []  # per depth: (descents still going down, their nodes, the edges they take)
+        active = np.arange(num)
+        while active.size:
+            a, current = who[active], node[active]
+            edges = self._share_by_node(share, a, current, len(levels))
+            levels.append((active, current, edges))
+            child = tree.edge_child[a, current, edges].astype(np.int64)
+            fresh = np.flatnonzero(child < 0)
+            if fresh.size:
+                # The first descent through a new edge adds its node; the later ones of this step
+                # find that node waiting for its evaluation.
+                edge_key = (a[fresh] * tree.max_nodes + current[fresh]) * tree.width + edges[fresh]
+                _, first, which = np.unique(edge_key, return_index=True, return_inverse=True)
+                makers = fresh[first]
+                made = tree.add_nodes(a[makers])
+                tree.edge_child[a[makers], current[makers], edges[makers]] = made
+                np.add.at(tree.node_children, (a[makers], current[makers]), 1)
+                child[fresh] = made[which.ravel()]
+                kind[active[fresh]] = _COLLISION
+                kind[active[makers]] = _NEW
+            node[active] = child
+            seen = np.flatnonzero(kind[active] == _KNOWN)  # reached a node that existed before
+            k_who, k_child = a[seen], child[seen]
+            terminal = tree.node_terminal[k_who, k_child]
+            waiting = ~terminal & (tree.num_edges[k_who, k_child] == 0)
+            value[active[seen[terminal]]] = tree.node_value[k_who[terminal], k_child[terminal]]
+            kind[active[seen[waiting]]] = _COLLISION
+            active = active[seen[~(terminal | waiting)]]
+        path_nodes = np.zeros((num, len(levels)), np.int64)
+        path_edges = np.zeros((num, len(levels)), np.int64)
+        length = np.zeros(num, np.int64)
+        for depth, (going, current, edges) in enumerate(levels):
+            path_nodes[going, depth], path_edges[going, depth] = current, edges
+            length[going] = depth + 1
+        return path_nodes, path_edges, length, kind, value
+
+    def _share_by_node(self, share: ShareFn, actors: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
+        """One edge per descent: the descents on one node form a group, `share` says how many of
+        them take each edge, and they take them in descent order and edge order. Groups of
+        similar size (within a factor of four) go to `share` together, so that its
+        (groups x edges x size) arrays stay dense."""
+        if len(actors) == 1:
+            return share(actors, nodes, np.ones(1, np.int64), depth).argmax(axis=1)
+        key = actors * self.tree.max_nodes + nodes
+        order = np.argsort(key, kind="stable")
+        ordered = key[order]
+        first = np.ones(len(key), np.bool_)
+        first[1:] = ordered[1:] != ordered[:-1]
+        starts = np.flatnonzero(first)
+        heads = order[starts]
+        if len(starts) == len(key):  # every descent on its own node
+            edges = np.empty(len(key), np.int64)
+            edges[heads] = share(actors[heads], nodes[heads], np.ones(len(key), np.int64), depth).argmax(axis=1)
+            return edges
+        sizes = np.diff(np.append(starts, len(key)))
+        group_of = np.repeat(np.arange(len(starts)), sizes)
+        rank = np.arange(len(key)) - starts[group_of]
+        taken = np.zeros((len(starts), int(sizes.max())), np.int64)
+        size_class = np.log2(sizes).astype(np.int64) // 2
+        for c in np.unique(size_class).tolist():
+            groups = np.flatnonzero(size_class == c)
+            shares = share(actors[heads[groups]], nodes[heads[groups]], sizes[groups], depth)
+            row, column = np.nonzero(shares)  # by group, then by edge
+            repeats = shares[row, column]
+            row = np.repeat(row, repeats)
+            taken[groups[row], np.arange(len(row)) - np.repeat(np.cumsum(sizes[groups]) - sizes[groups],
+                                                                 sizes[groups])] = np.repeat(column, repeats)
+        edges = np.empty(len(key), np.int64)
+        edges[order] = taken[group_of, rank]
+        return edges
+
+    def _prepare_paths(self, boards, plies, who, node, path_nodes, path_edges, length, kind, value, row,
+                       pending_actors, pending_nodes) -> None:
+        """Walks each actor's board to its new leaves in descent order (consecutive leaves share
+        the moves of their common prefix) and prepares each leaf (`_prepare_leaf`)."""
+        new = np.flatnonzero(kind == _NEW)
+        if not new.size:
+            return
+        start = time.perf_counter()
+        lines = self.tree.edge_move[who[new, None], path_nodes[new], path_edges[new]].tolist()
+        walked: dict[int, list] = {}  # actor -> the moves pushed on its board
+        for i, a, n, depth, line in zip(new.tolist(), who[new].tolist(), node[new].tolist(), length[new].tolist(),
+                                        lines):
+            board, line = boards[a], line[:depth]
+            done = walked.get(a, [])
+            common = 0
+            while common < len(done) and common < depth and done[common] == line[common]:
+                common += 1
+            for _ in range(len(done) - common):
+                board.pop()
+            for m in line[common:]:
+                board.push(m)
+            walked[a] = line
+            r = self._prepare_leaf(board, a, n, int(plies[a]) + depth, pending_actors, pending_nodes)
+            if r is None:
+                kind[i], value[i] = _KNOWN, self.tree.node_value[a, n]
+            else:
+                row[i] = r
+        for a, done in walked.items():
+            for _ in done:
+                boards[a].pop()
+        self.leaf_seconds += time.perf_counter() - start
+
+    def _back_up(self, who, path_nodes, path_edges, length, kind, value) -> None:
+        """Adds a visit and the leaf's value along the path of every descent but collisions."""
+        counted = np.flatnonzero(kind != _COLLISION)
+        depth = np.arange(path_nodes.shape[1])
+        i_idx, d_idx = np.nonzero(depth[None, :] < length[counted, None])
+        if not i_idx.size:
+            return
+        i_idx = counted[i_idx]
+        index = (who[i_idx], path_nodes[i_idx, d_idx], path_edges[i_idx, d_idx])
+        # The edge entering the leaf belongs to the leaf's opponent: sign -1, then alternating.
+        sign = np.where((length[i_idx] - d_idx) % 2 == 1, -1.0, 1.0)
+        np.add.at(self.tree.edge_visits, index, np.float32(1.0))
+        np.add.at(self.tree.edge_value_sum, index, (sign * value[i_idx]).astype(np.float32))

@@ -71,11 +71,20 @@ class Tree:
         return index
 
     def add_nodes(self, actors: np.ndarray) -> np.ndarray:
-        """`add_node` for several distinct actors at once; returns their new nodes."""
-        index = self.num_nodes[actors]
-        if int(index.max(initial=-1)) >= self.max_nodes:
-            self.reserve(2 * self.max_nodes, self.width)
-        self.num_nodes[actors] = index + 1
+        """`add_node` for each of `actors` (repeats allowed), at once: the new nodes' indices,
+        an actor's in the order given."""
+        actors = np.asarray(actors, np.int64)
+        order = np.argsort(actors, kind="stable")
+        ordered = actors[order]
+        first = np.ones(len(actors), np.bool_)
+        first[1:] = ordered[1:] != ordered[:-1]
+        starts = np.flatnonzero(first)
+        rank = np.arange(len(actors)) - np.repeat(starts, np.diff(np.append(starts, len(actors))))
+        index = np.empty(len(actors), np.int64)
+        index[order] = self.num_nodes[ordered] + rank
+        if len(actors) and index.max() >= self.max_nodes:
+            self.reserve(max(2 * self.max_nodes, int(index.max()) + 1), self.width)
+        np.add.at(self.num_nodes, actors, 1)
         self.node_terminal[actors, index] = False
         self.num_edges[actors, index] = 0
         self.node_children[actors, index] = 0

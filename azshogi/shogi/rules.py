@@ -82,6 +82,24 @@ def mate_move(board: cshogi.Board, plies: int) -> int:
     return board.mate_move(plies)
 
 
+def mate_line(board: cshogi.Board, max_nodes: int, solver: Optional[cshogi.DfPn] = None) -> list[int]:
+    """A forced mate for the side to move as a move list (the mating line when df-pn gives
+    one), or [] when none is found within `max_nodes` df-pn nodes (a mate in one is always
+    found). Always [] in check (see mate_move)."""
+    if board.is_check():
+        return []
+    move = board.mate_move_in_1ply()
+    if move:
+        return [move]
+    if max_nodes < 1:
+        return []
+    solver = solver or cshogi.DfPn()
+    solver.set_max_search_node(max_nodes)
+    if not solver.search(board):
+        return []
+    return list(solver.get_pv(board)) or [solver.get_move(board)]
+
+
 def has_mate(board: cshogi.Board, plies: int) -> bool:
     return bool(mate_move(board, plies))
 

@@ -1,0 +1,31 @@
+"""What every console script shares, without importing anything heavy (the USI engine must
+answer `usi` at once): a user's mistake ends in one line `PROGRAM: error: ...` on stderr and
+exit code 2, never a traceback."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+
+def fail(program: str, message: str) -> NoReturn:
+    print(f"{program}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with its errors in one line (`PROGRAM: error: ... (see --help)`), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(self.prog, f"{message} (see {self.prog} --help)")
+
+
+def key_values(pairs, program: str) -> dict:
+    """{KEY: VALUE} from command-line items 'KEY=VALUE'; a malformed item stops the program."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(program, f"an option is KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
