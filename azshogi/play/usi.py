@@ -128,6 +128,9 @@ class Job:
         return self.limits.ponder and not self.ponderhit.is_set()
 
 
+_LIGHT_COMMANDS = {"usi", "setoption", "quit"}  # commands that import nothing heavy
+
+
 def _preload() -> None:
     """Imports what `position` and `go` need while the GUI is still busy with `usiok`."""
     import azshogi.shogi.positions  # noqa: F401  (cshogi, numpy)
@@ -185,6 +188,10 @@ class UsiEngine:
         handler = getattr(self, "cmd_" + command, None) if command.isidentifier() else None
         if handler is None:
             return True  # unknown commands are ignored (USI)
+        if self._preloading is not None and command not in _LIGHT_COMMANDS:
+            # Two threads importing numpy's and cshogi's extensions at once can break both
+            # imports: a command that imports anything waits for the preload to finish.
+            self._preloading.join()
         try:
             return handler(args, line) is not False
         except Exception as e:  # never let one bad line end the engine
