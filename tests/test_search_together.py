@@ -21,7 +21,6 @@ from azshogi.search.anytime import GameSearch
 from azshogi.search.formulas import first_play_urgency, puct_scores, puct_shares
 from azshogi.search.simulator import TREE_REPETITION_PLIES
 from azshogi.search.tree import masked_softmax
-from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, outcome
 
 MID11 = "7g7f 3c3d 2g2f 8c8d 2f2e 8d8e 6i7h 4a3b 2e2d 2c2d 2h2d".split()
@@ -91,6 +90,7 @@ def reference_step(search, board, ply, leaves):
     one visit and its leaf's value, and the virtual losses go."""
     tree, vl = search.tree, search.virtual_loss
     arrivals, before, paths, pending = collections.Counter(), {}, [], []
+    batch = search.simulator.evaluator.allocate(leaves)
     for _ in range(leaves):
         node, path = 0, []
         while True:
@@ -118,9 +118,8 @@ def reference_step(search, board, ply, leaves):
                 end = outcome(board, ply + len(path), search.rules, repetition_plies=TREE_REPETITION_PLIES,
                               mate_plies=1, has_legal_move=bool(legal))
                 if end is None:
-                    f1, f2 = features.allocate(1)
-                    features.write(board, f1, f2, 0)
-                    pending.append((child, f1, f2, legal, board.turn))
+                    batch.add(board, legal)
+                    pending.append(child)
                     paths.append((path, "new", len(pending) - 1))
                 else:
                     tree.set_terminal(0, child, end.value)
@@ -137,12 +136,11 @@ def reference_step(search, board, ply, leaves):
             node = child
     values = []
     if pending:
-        f1 = np.concatenate([p[1] for p in pending])
-        f2 = np.concatenate([p[2] for p in pending])
-        logits, probability = search.simulator.evaluator.evaluate(f1, f2)
+        batch.seal()
+        logits, probability = search.simulator.evaluator.evaluate(batch)
         values = (2.0 * probability - 1.0).astype(np.float32)
-        tree.expand(np.zeros(len(pending), np.int64), np.array([p[0] for p in pending]), [p[3] for p in pending],
-                    np.array([p[4] for p in pending]), logits, values)
+        tree.expand(np.zeros(len(pending), np.int64), np.array(pending), batch.row_counts, batch.moves, logits,
+                    values)
     for path, kind, value in paths:
         if kind == "collision":
             continue
