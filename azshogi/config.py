@@ -81,7 +81,10 @@ class SearchConfig:
 class RulesConfig:
     max_plies: int = 320  # a game reaching this many plies is a draw (dlshogi's self-play value)
     impasse_rule: int = 27  # 24 or 27: the point rule of the impasse declaration
-    mate_adjudication_plies: int = 0  # 0 = off; odd N: a side with mate in N is declared the winner
+    # 0 = off; odd N: in self-play, a side to move with a mate in N (cshogi's mate search at the
+    # root) wins at once, as dlshogi's self-play ends games by its root mate search. Without it an
+    # untrained network's search misses most mates in one and self-play drifts into ply-limit draws.
+    mate_adjudication_plies: int = 5
 
 
 @dataclass

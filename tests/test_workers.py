@@ -188,7 +188,7 @@ def test_a_search_through_the_server_plays_as_in_process(tiny_config):
         parts = build_components(tiny_config(f"selfplay.num_workers={workers}", "rules.max_plies=200", "device=cpu"))
         try:
             list(parts.selfplay.play(until=lambda: parts.selfplay.counters().moves >= 6 * 12))
-            games.append(parts.selfplay.state_dict()["games"])
+            games.append(games_in_progress(parts.selfplay.state_dict()))
         finally:
             parts.selfplay.close()
     in_process, served = games
