@@ -3,6 +3,8 @@ continues from; the loop seeds its replay buffer from such files."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -114,6 +116,18 @@ def test_the_console_script_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "c" / "cli" / "ckpt-00000.pt").is_file()
     assert sorted(os.listdir(tmp_path)) == ["c", "l", "t.hcpe"]  # no Hydra outputs/ folder
+    # Its last line's command continues the run (the network's shape and the folders included),
+    # here with a tiny self-play phase appended.
+    command = re.search(r"continue with self-play: (azshogi .*)$", done.stdout + done.stderr, re.M).group(1)
+    args = shlex.split(command)[1:] + ["device=cpu", "selfplay.num_actors=2", "search.num_simulations=2",
+                                       "search.max_num_considered_actions=2", "rules.max_plies=6",
+                                       "loop.positions_per_checkpoint=4", "loop.steps_per_checkpoint=1",
+                                       "loop.max_checkpoints=1", "train.batch_size=8", "selfplay.write_hcpe3=false"]
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "azshogi"), *args],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "resumed from" in done.stdout + done.stderr
+    assert (tmp_path / "c" / "cli" / "ckpt-00001.pt").is_file()
 
 
 def test_a_dlshogi_style_hcpe3_file_is_read(tmp_path):

@@ -2,12 +2,13 @@
 errors a user can cause (bad settings, bad files, a diverging run) into one line and exit 2."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Callable
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from azshogi.commands.cli import fail
 from azshogi.config import Config, ConfigError, register_configs, to_config
@@ -19,6 +20,11 @@ from azshogi.train.trainer import TrainingDiverged
 USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError)
 
 register_configs()
+
+# `PROGRAM --help` opens with what the program does (conf/config.yaml's hydra.help), not Hydra's
+# "app is powered by Hydra".
+_about = {"program": "azshogi", "summary": ""}
+OmegaConf.register_new_resolver("azshogi_help", lambda key: _about[key], replace=True)
 
 
 def place_run(dict_cfg: DictConfig) -> None:
@@ -32,8 +38,50 @@ def place_run(dict_cfg: DictConfig) -> None:
             dict_cfg[key] = str(Path(run_dir) / dict_cfg[key])
 
 
-def hydra_command(program: str, body: Callable[[Config], object]) -> Callable[[], None]:
-    """A console-script main() running `body(config)` on azshogi's Hydra config."""
+def _one_line(error: Exception) -> str:
+    """Hydra's and OmegaConf's several-line messages (the key, what was wrong, the allowed
+    options) as one line."""
+    text = str(error)
+    if error.__cause__ is not None and str(error.__cause__) not in text:
+        text += "\n" + str(error.__cause__)
+    parts: list[str] = []
+    listing = False  # the lines after "...:" are a list (the options of a group)
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("Config search path"):
+            break
+        if not line or line.startswith(("full_key:", "object_type=", "reference_type=", "See https://")):
+            continue
+        if listing:
+            parts[-1] += (" " if parts[-1].endswith(":") else ", ") + line
+        else:
+            parts.append(line)
+        listing = listing or line.endswith(":")
+    return "; ".join(p.rstrip(".") for p in parts)
+
+
+def check_overrides(program: str) -> None:
+    """Composes the config once before Hydra runs the command, so that an unknown key, a value of
+    the wrong type or an unknown option of a group ends in one line and exit code 2 (Hydra would
+    print several lines and exit 1)."""
+    from hydra import compose, initialize_config_module
+    from hydra._internal.utils import get_args_parser
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    args, _ = get_args_parser().parse_known_args(sys.argv[1:])
+    if args.help or args.hydra_help or args.shell_completion or args.info:
+        return
+    try:
+        with initialize_config_module("azshogi.conf", version_base="1.3"):
+            compose("config", overrides=args.overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        fail(program, _one_line(e))
+
+
+def hydra_command(program: str, body: Callable[[Config], object], summary: str) -> Callable[[], None]:
+    """A console-script main() running `body(config)` on azshogi's Hydra config; `summary` (one
+    sentence) opens its --help."""
 
     @hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
     def _main(dict_cfg: DictConfig) -> None:
@@ -42,5 +90,13 @@ def hydra_command(program: str, body: Callable[[Config], object]) -> Callable[[]
             body(to_config(dict_cfg))
         except USER_ERRORS as e:
             fail(program, str(e))
+        except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop is under way
+            print(f"{program}: interrupted: stopped at once, without a checkpoint", file=sys.stderr)
+            sys.exit(130)
 
-    return _main
+    def main() -> None:
+        _about.update(program=program, summary=summary)
+        check_overrides(program)
+        _main()
+
+    return main

@@ -60,7 +60,8 @@ def main() -> None:
     from azshogi.commands.app import hydra_command
     from azshogi.train.bench import run
 
-    hydra_command("azshogi-bench", run)()
+    hydra_command("azshogi-bench", run, "measures self-play against the network alone, with azshogi's "
+                  "settings (`azshogi-bench usi --help`: the USI engine's speed).")()
 
 
 if __name__ == "__main__":

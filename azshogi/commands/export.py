@@ -12,10 +12,9 @@ temporary name and renamed; a malformed input writes nothing.
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
+from azshogi.commands.cli import ArgumentParser, fail
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
 from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, write_onnx
@@ -28,7 +27,7 @@ def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="azshogi-export", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="azshogi-export", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("onnx", help="a checkpoint's network as a dlshogi-compatible ONNX model")
     p.add_argument("checkpoint", type=Path)
@@ -45,8 +44,7 @@ def main(argv=None) -> None:
             written = hcpe3_to_csa(args.hcpe3, args.out_dir)
             print(f"{len(written)} games written to {args.out_dir}")
     except (CheckpointError, DataFormatError, ExportError) as e:
-        print(f"azshogi-export: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail("azshogi-export", str(e))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 from azshogi.commands.app import hydra_command
 from azshogi.train.pretrain import pretrain
 
-main = hydra_command("azshogi-pretrain", pretrain)
+main = hydra_command("azshogi-pretrain", pretrain, "trains a network from dlshogi's .hcpe/.hcpe3 files "
+                     "(pretrain.train_files) into a checkpoint that azshogi continues with self-play.")
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,8 @@ from __future__ import annotations
 from azshogi.commands.app import hydra_command
 from azshogi.train.loop import train
 
-main = hydra_command("azshogi", train)
+main = hydra_command("azshogi", train, "AlphaZero for shogi on one workstation: self-play and training in turns, "
+                     "checkpoint after checkpoint, until Ctrl-C (which writes one); the same run name resumes.")
 
 if __name__ == "__main__":
     main()

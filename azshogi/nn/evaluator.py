@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from azshogi.config import ConfigError
 from azshogi.nn.inference import InferenceNet
 from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, InstantNetwork, LeafNetwork
 from azshogi.search.base import EvalStats
@@ -16,11 +17,18 @@ from azshogi.search.batch import LeafBatch
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device for a `device` setting; a device this machine lacks is a ConfigError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device={name!r}: allowed: auto, cpu, cuda, cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={name!r}: CUDA is not available on this machine (use device=cpu or auto)")
+        raise ConfigError(f"device={name!r}: CUDA is not available on this machine (use device=cpu or auto)")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"device={name!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                          f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return device
 
 

@@ -72,6 +72,29 @@ def evaluate(model: torch.nn.Module, buffer: ReplayBuffer, slots: np.ndarray, cf
                        len(slots))
 
 
+def continue_command(cfg: Config) -> str:
+    """The `azshogi` command that continues a pretraining run with self-play: the run name and
+    what a resume must share with the checkpoint (the network's shape, the optimizer, where runs
+    are written), each given only where it differs from azshogi's defaults."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    args = [f"run={cfg.run}"]
+    default = Config()
+    if cfg.model != default.model:
+        named = [f.name[:-len(".yaml")] for f in sorted(files("azshogi.conf").joinpath("model").iterdir(),
+                                                         key=lambda f: f.name)
+                 if f.name.endswith(".yaml") and OmegaConf.to_container(OmegaConf.load(f)) == vars(cfg.model)]
+        args += [f"model={named[0]}"] if named else [f"model.{k}={v}" for k, v in vars(cfg.model).items()]
+    if cfg.train.optimizer != default.train.optimizer:
+        args.append(f"train.optimizer={cfg.train.optimizer.name}")
+    for key in ("checkpoint_root", "log_root"):
+        if getattr(cfg, key) != getattr(default, key):
+            args.append(f"{key}={getattr(cfg, key)}")
+    return "azshogi " + " ".join(args)
+
+
 def pretrain(cfg: Config, show_progress: bool = True) -> Path:
     """Trains cfg.model on cfg.pretrain.train_files; returns the checkpoint written."""
     from azshogi.train.loop import (
@@ -122,7 +145,7 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
             log.info("interrupted at step %d: writing the checkpoint", c.train_steps)
         monitor.close_bar()
         path = loop.save(partial=False)
-        monitor.say(f"wrote {path}: start self-play with `azshogi run={cfg.run}` (same model settings)")
+        monitor.say(f"wrote {path}: continue with self-play: {continue_command(cfg)}")
         return path
     finally:
         monitor.close()

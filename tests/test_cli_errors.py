@@ -1,0 +1,93 @@
+"""A user's mistakes with the Hydra commands (azshogi, azshogi-pretrain, azshogi-bench) and
+azshogi-export end in one line `PROGRAM: error: ...` naming the input, exit code 2, no traceback,
+nothing written; `--help` says what the program is. (azshogi-arena's and azshogi-usi's mistakes:
+test_arena.py and test_usi_engine.py.)"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from hydra.core.global_hydra import GlobalHydra
+
+from azshogi.commands import bench, export, pretrain, train
+from azshogi.commands.app import hydra_command
+
+
+def run_main(capsys, monkeypatch, program: str, main, args: list[str]) -> tuple[int, str, str]:
+    """`program ARGS` in this process: (exit code, stdout, stderr)."""
+    GlobalHydra.instance().clear()
+    monkeypatch.setattr(sys, "argv", [program, *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    finally:
+        GlobalHydra.instance().clear()
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+HYDRA_MISTAKES = [
+    (["device=cuda:99"], "device='cuda:99'"),  # no CUDA here, or not that many devices
+    (["device=gpu"], "device"),
+    (["search.num_simulations=abc"], "search.num_simulations=abc"),
+    (["nosuch.key=1"], "nosuch"),
+    (["model=huge"], "model/huge"),  # and the allowed ones
+    (["search.num_simulations=["], "'['"),
+    (["resume=missing.pt"], "missing.pt"),
+]
+
+
+@pytest.mark.parametrize("program, main", [("azshogi", train.main), ("azshogi-pretrain", pretrain.main),
+                                           ("azshogi-bench", bench.main)])
+def test_hydra_commands_mistakes_end_in_one_line(program, main, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    for args, named in HYDRA_MISTAKES + [(["model=nope", "device=cpu"], "large, medium, small, tiny")]:
+        if program == "azshogi-pretrain":  # its files are read after the settings are checked
+            args, named = (["pretrain.train_files=[missing.hcpe3]"] + args[1:], "missing.hcpe3") \
+                if args[0].startswith("resume=") else (args + ["pretrain.train_files=[missing.hcpe3]"], named)
+        if program == "azshogi-bench" and args[0].startswith("resume="):
+            continue  # the bench measures an untrained network
+        code, _, err = run_main(capsys, monkeypatch, program, main, args)
+        assert code == 2, (args, err)
+        assert err.count("\n") == 1 and err.startswith(f"{program}: error: "), err
+        assert named in err, (named, err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_says_what_the_program_is(capsys, monkeypatch):
+    code, out, _ = run_main(capsys, monkeypatch, "azshogi", train.main, ["--help"])
+    assert code == 0
+    assert out.startswith("azshogi: AlphaZero for shogi") and "powered by Hydra" not in out
+    assert "README.md" in out and "+experiment=cpu" in out and "model: large, medium, small, tiny" in out
+    _, out, _ = run_main(capsys, monkeypatch, "azshogi-pretrain", pretrain.main, ["--help"])
+    assert out.startswith("azshogi-pretrain: trains a network from dlshogi's")
+
+
+def test_export_mistakes_end_in_one_line(capsys, tmp_path):
+    (tmp_path / "bad.hcpe3").write_bytes(b"\0" * 10)
+    for args, named in [(["onnx", str(tmp_path / "nope.pt"), "x.onnx"], "nope.pt"),
+                        (["hcpe3-to-csa", str(tmp_path / "nope.hcpe3"), str(tmp_path / "csa")], "nope.hcpe3"),
+                        (["hcpe3-to-csa", str(tmp_path / "bad.hcpe3"), str(tmp_path / "csa")], "bad.hcpe3"),
+                        (["onnx", "a.pt", "b.onnx", "--opset", "x"], "--opset"),
+                        (["csa"], "csa"), ([], "command")]:
+        with pytest.raises(SystemExit) as exit:
+            export.main(args)
+        err = capsys.readouterr().err
+        assert exit.value.code == 2, (args, err)
+        assert err.count("\n") == 1 and err.startswith("azshogi-export") and ": error: " in err, err
+        assert named in err, (named, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.hcpe3"]
+
+
+def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, tmp_path):
+    """The loop's signal handler raises KeyboardInterrupt on a second Ctrl-C during the stop
+    (test_loop.py): the command ends with one line and the shell's code for SIGINT."""
+    def body(cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", body, "x"), ["device=cpu"])
+    assert code == 130
+    assert err == "azshogi: interrupted: stopped at once, without a checkpoint\n"
