@@ -1,6 +1,6 @@
 """Renders TensorBoard scalars of a run as one PNG (for the docs).
 
-    pip install matplotlib
+    pip install -e ".[docs]"     # matplotlib
     python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating
 """
 from __future__ import annotations
@@ -8,7 +8,16 @@ from __future__ import annotations
 import fnmatch
 import sys
 
-import matplotlib
+
+def fail(message: str) -> None:
+    print(f"plot_scalars.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+try:
+    import matplotlib
+except ModuleNotFoundError:
+    fail('needs matplotlib: pip install -e ".[docs]" (or pip install matplotlib)')
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -22,7 +31,7 @@ def main(log_dir: str, out: str, *patterns: str) -> None:
     groups = [(p, [t for t in tags if fnmatch.fnmatch(t, p)]) for p in patterns]
     groups = [(p, ts) for p, ts in groups if ts]
     if not groups:
-        raise SystemExit(f"no scalars match {patterns} in {log_dir}; tags: {tags}")
+        fail(f"no scalars match {patterns} in {log_dir}; tags: {tags}")
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, 3 * len(groups)), squeeze=False)
     for ax, (pattern, names) in zip(axes[:, 0], groups):
         for name in names:
@@ -38,4 +47,6 @@ def main(log_dir: str, out: str, *patterns: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 4:
+        raise SystemExit("usage: python docs/tools/plot_scalars.py LOG_DIR OUT.png TAG_PATTERN ...")
     main(*sys.argv[1:])
