@@ -66,6 +66,25 @@ def test_reroot_keeps_exactly_the_subtree(search):
     assert children.max() < tree.num_nodes[0]
 
 
+def test_reroot_ignores_what_a_reused_row_left_past_its_edges(search):
+    # A node that ended the game (or awaits its evaluation) has no edges, but its row keeps the
+    # columns of the node that used it before (rows are reused from move to move).
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    search.run(board, 0, lambda p: 1 << 30, max_nodes=200)
+    tree = search.tree
+    edge = int(np.argmax(tree.edge_visits[0, 0, :tree.num_edges[0, 0]]))
+    child = int(tree.edge_child[0, 0, edge])
+    grandchild = int(tree.edge_child[0, child, int(np.argmax(tree.edge_visits[0, child]))])
+    tree.set_terminal(0, grandchild, -1.0)
+    others = [int(c) for c in tree.edge_child[0, 0, :tree.num_edges[0, 0]] if c >= 0 and c != child]
+    tree.edge_child[0, grandchild, :2] = [others[0], int(tree.num_nodes[0]) + 7]  # stale children
+    expected = count_nodes(tree, child)
+    reroot(tree, 0, child)
+    assert tree.num_nodes[0] == expected
+    assert count_nodes(tree, 0) == expected
+
+
 def test_reuse_follows_the_moves_played(search):
     board = cshogi.Board()
     search.prepare(board, "", [])

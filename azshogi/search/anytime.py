@@ -47,24 +47,32 @@ def reroot(tree: Tree, actor: int, node: int) -> None:
     """
     if node == 0:
         return
+    # Only a node's real edges count: the columns of a row that was never expanded (a terminal
+    # node, a leaf waiting for its evaluation) still hold what the row's previous node left.
     order = [np.array([node], np.int64)]
     frontier = order[0]
     while frontier.size:
-        kids = tree.edge_child[actor, frontier].ravel()
-        frontier = kids[kids >= 0].astype(np.int64)
+        kids = _children(tree, actor, frontier).ravel()
+        frontier = kids[kids >= 0]
         if frontier.size:
             order.append(frontier)
     keep = np.concatenate(order)
     renumber = np.full(int(tree.num_nodes[actor]), -1, np.int64)
     renumber[keep] = np.arange(keep.size)
     count = keep.size
+    child = _children(tree, actor, keep)
     for name in NODE_ARRAYS + EDGE_ARRAYS:
         if name != "edge_child":
             array = getattr(tree, name)
             array[actor, :count] = array[actor, keep]
-    child = tree.edge_child[actor, keep]
     tree.edge_child[actor, :count] = np.where(child >= 0, renumber[np.maximum(child, 0)], -1)
     tree.num_nodes[actor] = count
+
+
+def _children(tree: Tree, actor: int, nodes: np.ndarray) -> np.ndarray:
+    """(len(nodes), width) the child of each real edge of `nodes`, -1 elsewhere."""
+    child = tree.edge_child[actor, nodes].astype(np.int64)
+    return np.where(tree.valid(np.full(len(nodes), actor), nodes), child, -1)
 
 
 @dataclass
