@@ -168,7 +168,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-export onnx checkpoints/pre/ckpt-00001.pt model.onnx": Run(),
     "azshogi-export hcpe3-to-csa logs/smoke/hcpe3/ckpt-00001.hcpe3 csa": Run(),
     # docs/play.md
-    "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
+    # (its --make-launcher command is README.md's, above)
     r"azshogi-usi --make-launcher checkpoints\myrun\ckpt-00040.pt C:\engines\azshogi-myrun.bat":
         Skip("Windows paths; the .bat form: test_usi_engine.py"),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/vs-greedy":
@@ -192,10 +192,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "timeout -s TERM 2400 azshogi +experiment=cpu eval.every=2 eval.games=20 eval.num_simulations=16":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
+    "timeout -s TERM 1800 azshogi +experiment=cpu eval.every=3 eval.games=20": Check("trains for 30 minutes"),
+    "timeout -s TERM 1800 azshogi +experiment=cpu eval.every=3 eval.games=20 train.value_target_root_weight=0.0 "
+    "run=cpu0": Check("trains for 30 minutes"),
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating":
-        Skip("needs matplotlib and the 40-minute run's logs; without matplotlib: one line, test_docs.py"),
+        Skip("needs matplotlib and the 30-minute run's logs; without matplotlib: one line, test_docs.py"),
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-train.png train/policy_loss train/value_loss "
-    "selfplay/mean_game_length": Skip("needs matplotlib and the 40-minute run's logs"),
+    "selfplay/mean_game_length 'selfplay/termination_rate/*'": Skip("needs matplotlib and the 30-minute run's logs"),
+    "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt greedy --games 100 --in-flight 100 -a nodes=64 "
+    "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "nodes=2")),
+    "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt random --games 100 --in-flight 100 -a nodes=64 "
+    "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "nodes=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt random --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "simulations=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
@@ -258,7 +265,8 @@ def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch)
         pytest.skip(f"{doc}: no command to run")
     home = tmp_path / "home"
     home.mkdir()
-    for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt")):
+    for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"),
+                      ("cpu", "ckpt-00010.pt")):
         (tmp_path / "checkpoints" / run).mkdir(parents=True, exist_ok=True)
         make_tiny_checkpoint(tmp_path / "checkpoints" / run / name, seed=len(name))
     monkeypatch.chdir(tmp_path)

@@ -47,13 +47,18 @@ def count_nodes(tree, node):
     return 1 + sum(count_nodes(tree, int(c)) for c in children if c >= 0)
 
 
-def test_reroot_keeps_exactly_the_subtree(search):
+def searched_tree(search):
+    """The tree after 200 simulations from the start position, and its root's most visited child."""
     board = cshogi.Board()
     search.prepare(board, "", [])
     search.run(board, 0, lambda p: 1 << 30, max_nodes=200)
     tree = search.tree
     edge = int(np.argmax(tree.edge_visits[0, 0, :tree.num_edges[0, 0]]))
-    child = int(tree.edge_child[0, 0, edge])
+    return tree, int(tree.edge_child[0, 0, edge])
+
+
+def test_reroot_keeps_exactly_the_subtree(search):
+    tree, child = searched_tree(search)
     before = subtree(tree, child)
     value = float(tree.node_value[0, child])
     kept, nodes_before = count_nodes(tree, child), int(tree.num_nodes[0])
@@ -69,12 +74,7 @@ def test_reroot_keeps_exactly_the_subtree(search):
 def test_reroot_ignores_what_a_reused_row_left_past_its_edges(search):
     # A node that ended the game (or awaits its evaluation) has no edges, but its row keeps the
     # columns of the node that used it before (rows are reused from move to move).
-    board = cshogi.Board()
-    search.prepare(board, "", [])
-    search.run(board, 0, lambda p: 1 << 30, max_nodes=200)
-    tree = search.tree
-    edge = int(np.argmax(tree.edge_visits[0, 0, :tree.num_edges[0, 0]]))
-    child = int(tree.edge_child[0, 0, edge])
+    tree, child = searched_tree(search)
     grandchild = int(tree.edge_child[0, child, int(np.argmax(tree.edge_visits[0, child]))])
     tree.set_terminal(0, grandchild, -1.0)
     others = [int(c) for c in tree.edge_child[0, 0, :tree.num_edges[0, 0]] if c >= 0 and c != child]
