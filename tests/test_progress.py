@@ -120,12 +120,18 @@ def test_without_a_terminal_progress_goes_to_the_log(monkeypatch):
 
 
 def test_a_cpu_run_with_the_gpu_defaults_is_told_about_the_cpu_preset():
-    hint = cpu_hint(Config(), torch.device("cpu"))
+    from azshogi.config import resolve_selfplay
+    from azshogi.train.loop import machine_cores
+
+    def as_run(cfg, device):  # the config as the loop has it: auto settings resolved
+        return cpu_hint(resolve_selfplay(cfg, device, machine_cores())[0], torch.device(device))
+
+    hint = as_run(Config(), "cpu")
     assert "+experiment=cpu" in hint and "20,000 positions" in hint
-    assert cpu_hint(Config(), torch.device("cuda")) is None
+    assert as_run(Config(), "cuda") is None
     smaller = Config()
     smaller.loop.positions_per_checkpoint = 6000
-    assert cpu_hint(smaller, torch.device("cpu")) is None
+    assert as_run(smaller, "cpu") is None
 
 
 def test_the_clock_goes_on_while_a_move_is_searched(monkeypatch, capsys):

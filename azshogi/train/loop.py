@@ -444,8 +444,9 @@ class Loop:
 
 
 def cpu_hint(cfg: Config, device: torch.device) -> Optional[str]:
-    """What a CPU user who kept the GPU-sized defaults should know, or None."""
-    default = Config()
+    """What a CPU user who kept the GPU-sized defaults should know, or None. `cfg` as the run
+    uses it: its automatic self-play settings resolved for this machine."""
+    default, _ = resolve_selfplay(Config(), device.type, machine_cores())
     if device.type != "cpu" or (cfg.model, cfg.search.num_simulations, cfg.selfplay.num_actors,
                                 cfg.loop.positions_per_checkpoint) != (
             default.model, default.search.num_simulations, default.selfplay.num_actors,
