@@ -172,29 +172,20 @@ class Simulator:
         """At each new leaf (boards still pushed down): a game end gives the value at once;
         otherwise the leaf joins the batch (its features and legal moves)."""
         start = time.perf_counter()
-        tree, rules, batch = self.tree, self.rules, self.batch
-        mate_plies = self.leaf_mate_plies
         new = np.flatnonzero(kind == _NEW)
         who = actors[new]
         for i, a, n, ply in zip(new.tolist(), who.tolist(), node[new].tolist(), (plies[who] + length[new]).tolist()):
-            board = boards[a]
-            legal = list(board.legal_moves)
-            end = outcome(board, ply, rules, repetition_plies=TREE_REPETITION_PLIES, mate_plies=mate_plies,
-                          has_legal_move=bool(legal))
-            if end is not None:
-                tree.set_terminal(a, n, end.value)
-                kind[i] = _KNOWN
-                value[i] = end.value
-                continue
-            row[i] = batch.add(board, legal)
-            pending_actors.append(a)
-            pending_nodes.append(n)
+            r = self._prepare_leaf(boards[a], a, n, ply, pending_actors, pending_nodes)
+            if r is None:
+                kind[i], value[i] = _KNOWN, self.tree.node_value[a, n]
+            else:
+                row[i] = r
         self.leaf_seconds += time.perf_counter() - start
 
     def _prepare_leaf(self, board, actor: int, node: int, ply: int, pending_actors, pending_nodes) -> Optional[int]:
-        """One new leaf of `simulate_together`, `board` at its position (`ply` plies from the
-        game's start): a game end makes it terminal (None, its value in the tree); otherwise the
-        leaf joins the batch and its row is returned."""
+        """One new leaf, `board` at its position (`ply` plies from the game's start): a game end
+        makes it terminal (None, its value in the tree); otherwise the leaf joins the batch and
+        its row is returned."""
         legal = list(board.legal_moves)
         end = outcome(board, ply, self.rules, repetition_plies=TREE_REPETITION_PLIES,
                       mate_plies=self.leaf_mate_plies, has_legal_move=bool(legal))
