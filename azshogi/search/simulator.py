@@ -68,7 +68,7 @@ class Simulator:
         actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
         tree = self.tree
         tree.num_nodes[actors] = 0
-        nodes = np.array([tree.add_node(a) for a in actors.tolist()], np.int64)
+        nodes = tree.add_nodes(actors)
         self._ensure_rows(len(actors))
         for a in actors.tolist():
             moves = list(boards[a].legal_moves)

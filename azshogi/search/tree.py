@@ -60,15 +60,7 @@ class Tree:
         self.max_nodes, self.width = new_nodes, new_width
 
     def add_node(self, actor: int) -> int:
-        index = int(self.num_nodes[actor])
-        if index >= self.max_nodes:
-            self.reserve(2 * self.max_nodes, self.width)
-        self.num_nodes[actor] = index + 1
-        # A fresh node is neither terminal nor expanded (0 edges = waiting for its evaluation).
-        self.node_terminal[actor, index] = False
-        self.num_edges[actor, index] = 0
-        self.node_children[actor, index] = 0
-        return index
+        return int(self.add_nodes(np.array([actor], np.int64))[0])
 
     def add_nodes(self, actors: np.ndarray) -> np.ndarray:
         """`add_node` for each of `actors` (repeats allowed), at once: the new nodes' indices,
@@ -85,6 +77,7 @@ class Tree:
         if len(actors) and index.max() >= self.max_nodes:
             self.reserve(max(2 * self.max_nodes, int(index.max()) + 1), self.width)
         np.add.at(self.num_nodes, actors, 1)
+        # A fresh node is neither terminal nor expanded (0 edges = waiting for its evaluation).
         self.node_terminal[actors, index] = False
         self.num_edges[actors, index] = 0
         self.node_children[actors, index] = 0

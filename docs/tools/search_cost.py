@@ -68,6 +68,8 @@ class LeafEvaluator:  # the LeafBatch interface: the same stand-in on the batch'
 
 
 def positions(count, seed, ply):
+    # azshogi.train.bench.sample_positions(count, seed, (ply, ply)), written out here because
+    # this script imports azshogi from older trees that do not have it.
     rng, out = np.random.default_rng(seed), []
     while len(out) < count:
         board = cshogi.Board()
