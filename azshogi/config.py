@@ -111,6 +111,11 @@ class SelfPlayConfig:
     num_workers: int = -1
     server_max_batch: int = 0  # largest forward pass of the inference server; 0 = all actors' leaves
     server_wait_ms: float = 2.0  # how long a partial batch waits for more requests from searching workers
+    # Playout-cap randomization (KataGo): each move, with this probability (drawn from the game's
+    # own random stream), gets a cheap search of `cheap_simulations` and is played but recorded
+    # as no training position; the other moves get the full search and are recorded. 0 = off.
+    cheap_search_prob: float = 0.0
+    cheap_simulations: int = 4
 
 
 @dataclass
@@ -270,6 +275,12 @@ def validate(cfg: Config) -> Config:
     _check(sp.server_max_batch >= 0, "selfplay.server_max_batch", "must be >= 0 (0 = all actors' leaves)",
            sp.server_max_batch)
     _check(sp.server_wait_ms >= 0, "selfplay.server_wait_ms", "must be >= 0", sp.server_wait_ms)
+    _check(0 <= sp.cheap_search_prob < 1, "selfplay.cheap_search_prob", "must be in [0, 1) (0 = off)",
+           sp.cheap_search_prob)
+    _check(sp.cheap_simulations >= 1, "selfplay.cheap_simulations", "must be >= 1", sp.cheap_simulations)
+    _check(sp.cheap_search_prob == 0 or sp.cheap_simulations < s.num_simulations, "selfplay.cheap_simulations",
+           f"must be below search.num_simulations={s.num_simulations} (the cheap search is the smaller one)",
+           sp.cheap_simulations)
     _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)

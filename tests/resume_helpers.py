@@ -58,14 +58,15 @@ def assert_same(a, b, where: str = "state") -> None:
 # --- the parts of a run's state ---
 
 def games_of(selfplay: SelfPlay) -> dict:
-    """The games in progress: positions, pending policy targets and root values, moves and each
-    game's random stream."""
+    """The games in progress: positions and their plies, pending policy targets and root values,
+    moves and each game's random stream."""
     games = []
     for actor in selfplay.actors:
         games.append({
             "game_id": int(actor.game_id),
             "rng": actor.rng.bit_generator.state,
             "moves": list(actor.moves),
+            "plies": [int(v) for v in actor.plies],  # which moves are training positions (playout caps)
             "sfen": actor.board.sfen(),
             "hcps": np.stack(actor.hcps) if actor.hcps else np.zeros((0, 32), np.uint8),
             "labels": [np.asarray(x).copy() for x in actor.labels],

@@ -70,5 +70,5 @@ def test_the_state_is_a_few_arrays_whatever_the_length_of_the_games():
     positions, entries = len(state["positions"]["hcp"]), len(state["entries"]["label"])
     assert positions == 160
     size = len(pickle.dumps(state, pickle.HIGHEST_PROTOCOL))
-    payload = positions * (32 + 8 + 8) + entries * (2 + 4) + sum(len(m) for m in state["games"]["moves"])
+    payload = positions * (32 + 8 + 8 + 8) + entries * (2 + 4) + sum(len(m) for m in state["games"]["moves"])
     assert payload < size < payload + 4 * 1000  # a few hundred bytes per game (its random state)

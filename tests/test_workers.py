@@ -265,7 +265,7 @@ def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
 
 def test_a_failing_worker_sends_its_error(tiny_config):
     driver = build_components(tiny_config("selfplay.num_workers=2")).selfplay
-    game = SimpleNamespace(game_id=0, rng=np.random.default_rng(0), moves=["5a5b"], hcps=[], labels=[], probs=[],
+    game = SimpleNamespace(game_id=0, rng=np.random.default_rng(0), moves=["5a5b"], plies=[], hcps=[], labels=[], probs=[],
                            root_values=[])
     driver.load_state_dict(in_progress.pack(1, [game]))  # black cannot move the white king
     try:

@@ -20,7 +20,10 @@ does) see a draw, and reads any byte with 0x10 set as a draw by the move limit.
 Self-play games are written with the improved policy target (Gumbel search) as candidate
 "visits": the sparse target's probabilities scaled to integers summing to `VISIT_TOTAL` by
 largest remainders, so visits / sum(visits) is the target within 1 / VISIT_TOTAL per move.
-Entries that round to zero visits are left out. The eval is the search's root value.
+Entries that round to zero visits are left out. The eval is the search's root value. A move
+that is no training position (self-play's cheap searches, `selfplay.cheap_search_prob`) is
+written with no candidates and eval 0, as dlshogi writes its random opening moves: readers
+replay it and take no position from it.
 
 Reading validates everything (sizes, start positions, the legality of every move and candidate
 by replaying each game) and raises DataFormatError naming the file and the record.
@@ -128,43 +131,57 @@ def termination_of(result: int, board: cshogi.Board) -> Termination:
 
 def encode_game(record: GameRecord, moves_usi: Sequence[str], termination: Termination,
                 winner: Optional[int], opponent: int = 0) -> bytes:
-    """One finished self-play game as hcpe3 bytes. record.hcps[0] is the start position and
-    record position i is the one before moves_usi[i]; its sparse policy target becomes the
-    candidates (see the module docstring). Costs a replay of the game (legal moves and labels
-    per position) plus whole-game numpy work: about 10 us per position."""
+    """One finished self-play game as hcpe3 bytes, every move of it. Record position i is the
+    one before moves_usi[record.plies[i]] (plies count from the game's start); its sparse policy
+    target becomes that move's candidates and its root value the eval (see the module
+    docstring). The moves with no record position (playout caps' cheap searches) are written
+    with no candidates and eval 0: dlshogi's readers, like azshogi's, replay such a move but take
+    no training position from it. The start position is record.hcps[0] when the record holds ply
+    0, else the initial position (self-play's). Costs a replay of the game (legal moves and
+    labels per recorded position) plus whole-game numpy work: about 10 us per position."""
     num, offsets = len(moves_usi), record.policy_offsets
+    plies = record.plies.astype(np.int64)
+    recorded = np.full(num, -1, np.int64)  # per move: its record position, or -1
+    recorded[plies] = np.arange(len(record))
     board = cshogi.Board()
-    board.set_hcp(record.hcps[0])
+    if len(record) and plies[0] == 0:
+        board.set_hcp(record.hcps[0])
+    start_hcp = np.empty(32, np.uint8)
+    board.to_hcp(start_hcp)
     selected = np.empty(num, np.uint16)
     entry_move16 = np.empty(len(record.labels), np.uint16)
     labels = record.labels.tolist()
     for i, usi in enumerate(moves_usi):
-        # Labels are unique per position (one piece can reach a square from one direction),
-        # so each target entry maps back to exactly one legal move.
-        moves, move_labels = features.legal_moves_and_labels(board)
-        by_label = dict(zip(move_labels, moves))
-        lo, hi = int(offsets[i]), int(offsets[i + 1])
-        entry_move16[lo:hi] = [by_label[label] & 0xFFFF for label in labels[lo:hi]]
+        r = int(recorded[i])
+        if r >= 0:
+            # Labels are unique per position (one piece can reach a square from one direction),
+            # so each target entry maps back to exactly one legal move.
+            moves, move_labels = features.legal_moves_and_labels(board)
+            by_label = dict(zip(move_labels, moves))
+            lo, hi = int(offsets[r]), int(offsets[r + 1])
+            entry_move16[lo:hi] = [by_label[label] & 0xFFFF for label in labels[lo:hi]]
         move = board.move_from_usi(usi)
         selected[i] = move & 0xFFFF
         board.push(move)
     counts = visit_counts(record.probs, offsets)
     keep = counts > 0
-    position = np.repeat(np.arange(num), np.diff(offsets))[keep]
+    position = plies[np.repeat(np.arange(len(record)), np.diff(offsets))][keep]  # each candidate's move
     per_position = np.bincount(position, minlength=num)
     before = np.concatenate([[0], np.cumsum(per_position)[:-1]]).astype(np.int64)
-    # The moves as one uint16 stream: per position selectedMove16, eval, candidateNum, then
+    # The moves as one uint16 stream: per move selectedMove16, eval, candidateNum, then
     # (move16, visitNum) per candidate.
     starts = 3 * np.arange(num) + 2 * before
     words = np.empty(3 * num + 2 * len(position), np.uint16)
     words[starts] = selected
-    words[starts + 1] = eval_from_value(record.root_values[:num]).view(np.uint16)
+    evals = np.zeros(num, np.int16)
+    evals[plies] = eval_from_value(record.root_values)
+    words[starts + 1] = evals.view(np.uint16)
     words[starts + 2] = per_position
     where = starts[position] + 3 + 2 * (np.arange(len(position)) - before[position])
     words[where] = entry_move16[keep]
     words[where + 1] = counts[keep]
     header = np.zeros(1, HCPE3_HEADER_DTYPE)
-    header["hcp"] = record.hcps[0]
+    header["hcp"] = start_hcp
     header["moveNum"] = num
     header["result"] = result_byte(winner, termination)
     header["opponent"] = opponent

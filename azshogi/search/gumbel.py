@@ -17,7 +17,7 @@ import numpy as np
 
 from azshogi.search.base import Evaluator
 from azshogi.search.formulas import completed_q, root_sigma, sigma, subset_improved_policy, subset_sigma
-from azshogi.search.result import SearchResult, make_result
+from azshogi.search.result import SearchResult, make_result, per_actor_simulations
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, edge_sum, masked_softmax, padded_width
 from azshogi.shogi.rules import Rules
@@ -85,17 +85,21 @@ class GumbelSearch:
         return columns[np.arange(len(actors)), np.where(ok, score, -np.inf).argmax(axis=1)]
 
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
-            sample: Optional[np.ndarray] = None) -> SearchResult:
+            sample: Optional[np.ndarray] = None, simulations: Optional[np.ndarray] = None) -> SearchResult:
         """Searches every board (none may be a finished position) and returns the moves to play.
 
         plies: (A,) plies played so far in each game. rngs: one generator per actor (its Gumbel
         noise and move sampling), so an actor's search does not depend on the others in the
         batch. sample: (A,) bool, actors that sample their move from the improved policy instead
-        of taking the Gumbel choice (default: those with plies < sampling_plies).
+        of taking the Gumbel choice (default: those with plies < sampling_plies). simulations:
+        (A,) each actor's simulations, at most num_simulations (default: num_simulations each);
+        an actor given fewer considers at most that many root actions (self-play's cheap
+        searches). All actors still share one forward pass per simulation.
         """
         if sample is None:
             sample = np.asarray(plies) < self.sampling_plies
         num = len(boards)
+        sims = per_actor_simulations(simulations, num, self.num_simulations)
         sim = self.simulator
         sim.expand_roots(boards)
         tree = self.tree
@@ -107,13 +111,17 @@ class GumbelSearch:
         gumbel = np.zeros((num, width), np.float32)
         for a in range(num):
             gumbel[a, :num_legal[a]] = rngs[a].gumbel(size=int(num_legal[a]))
-        num_considered = np.minimum(num_legal, self.max_num_considered_actions)
+        most_considered = np.where(sims < self.num_simulations, np.minimum(sims, self.max_num_considered_actions),
+                                   self.max_num_considered_actions)
+        num_considered = np.minimum(num_legal, np.maximum(most_considered, 1))
         # Gumbel-top-k: the m actions with the largest g + logits, ranked per row.
         order = np.argsort(-(gumbel + root_logits), axis=1, kind="stable")
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(width)[None, :].repeat(num, 0), axis=1)
         considered = rank < num_considered[:, None]
-        table = np.array([considered_visit_sequence(int(m), self.num_simulations) for m in num_considered])
+        table = np.zeros((num, self.num_simulations), np.int64)  # read only while an actor searches
+        for a, (m, n) in enumerate(zip(num_considered.tolist(), sims.tolist())):
+            table[a, :n] = considered_visit_sequence(m, n)
         base = gumbel + root_logits  # fixed during the search (root logits do not change)
         # Only the considered actions are ever visited at the root, so root selection works on
         # those m columns (by rank) instead of the whole width.
@@ -145,8 +153,9 @@ class GumbelSearch:
         def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
             return select_root(act) if depth == 0 else self.select_below_root(act, nodes)
 
-        for step in range(self.num_simulations):
-            sim.simulate(boards, plies, select)
+        for step in range(int(sims.max(initial=0))):
+            searching = sims > step
+            sim.simulate(boards, plies, select, actors=None if searching.all() else np.flatnonzero(searching))
 
         logits, sig, visits, _ = self._root_scores(actors, width)
         policy = masked_softmax(logits + sig)

@@ -15,7 +15,7 @@ import numpy as np
 
 from azshogi.search.base import Evaluator
 from azshogi.search.formulas import puct_scores
-from azshogi.search.result import SearchResult, make_result
+from azshogi.search.result import SearchResult, make_result, per_actor_simulations
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, masked_softmax, padded_width
 from azshogi.shogi.rules import Rules
@@ -38,14 +38,15 @@ class PuctSearch:
     def tree(self) -> Tree:
         return self.simulator.tree
 
-    def root_prior(self, num: int, width: int, rngs, noise: bool) -> np.ndarray:
-        """(A, width) the roots' priors, with Dirichlet noise mixed in (once per search)."""
+    def root_prior(self, num: int, width: int, rngs, noise) -> np.ndarray:
+        """(A, width) the roots' priors, with Dirichlet noise mixed in (once per search) where
+        `noise` (a bool, or (A,) bools) says so."""
         tree = self.tree
         actors, roots = np.arange(num), np.zeros(num, np.int64)
         prior = masked_softmax(tree.edge_logit[actors, roots, :width]).astype(np.float32)
-        if noise and self.dirichlet_weight > 0:
+        if self.dirichlet_weight > 0:
             w = self.dirichlet_weight
-            for a in range(num):
+            for a in np.flatnonzero(np.broadcast_to(noise, (num,))).tolist():
                 n = int(tree.num_edges[a, 0])
                 prior[a, :n] = (1 - w) * prior[a, :n] + w * rngs[a].dirichlet(np.full(n, self.dirichlet_alpha))
         return prior
@@ -63,13 +64,19 @@ class PuctSearch:
         return columns[np.arange(len(actors)), scores.argmax(axis=1)]
 
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
-            sample: Optional[np.ndarray] = None, noise: bool = True) -> SearchResult:
+            sample: Optional[np.ndarray] = None, noise: bool = True,
+            simulations: Optional[np.ndarray] = None) -> SearchResult:
         """Searches every board; rngs: one generator per actor (noise and sampling).
         sample: (A,) bool, actors that pick their move in proportion to visit counts (default:
-        plies < sampling_plies). noise: Dirichlet noise at the roots (self-play)."""
+        plies < sampling_plies). noise: Dirichlet noise at the roots (self-play). simulations:
+        (A,) each actor's simulations, at most num_simulations (default: num_simulations each);
+        an actor given fewer (self-play's cheap searches) gets no root noise, as in KataGo. All
+        actors still share each forward pass, each tree searched as it would be alone."""
         if sample is None:
             sample = np.asarray(plies) < self.sampling_plies
         num = len(boards)
+        remaining = per_actor_simulations(simulations, num, self.num_simulations)
+        noise = noise & (remaining == self.num_simulations)
         sim, tree = self.simulator, self.tree
         sim.expand_roots(boards)
         width = padded_width(int(tree.num_edges[np.arange(num), 0].max()), tree.width)  # the roots' own width
@@ -92,11 +99,15 @@ class PuctSearch:
         def select(act: np.ndarray, nodes: np.ndarray, depth: int) -> np.ndarray:
             return select_root(act) if depth == 0 else self.select_below_root(act, nodes)
 
-        done = 0
-        while done < self.num_simulations:
-            leaves = min(self.leaves_per_step, self.num_simulations - done)
-            sim.simulate(boards, plies, select, leaves=leaves, virtual_loss=self.virtual_loss)
-            done += leaves
+        while remaining.any():
+            leaves = np.minimum(remaining, self.leaves_per_step)
+            if (leaves == leaves[0]).all():  # every actor alike (no cheap searches)
+                sim.simulate(boards, plies, select, leaves=int(leaves[0]), virtual_loss=self.virtual_loss)
+            else:
+                going = np.flatnonzero(leaves)
+                sim.simulate(boards, plies, select, leaves=leaves[going], virtual_loss=self.virtual_loss,
+                             actors=going)
+            remaining -= leaves
 
         actors, roots = np.arange(num), np.zeros(num, np.int64)
         visits = tree.edge_visits[actors, roots, :width]

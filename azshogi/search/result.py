@@ -1,7 +1,9 @@
-"""What a search returns, and the root statistics both search families report."""
+"""What a search returns, the root statistics both search families report, and the per-actor
+simulation counts both accept."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -48,3 +50,14 @@ def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, p
         visits=visits,
         root_value=value.astype(np.float32),
     )
+
+
+def per_actor_simulations(simulations: Optional[np.ndarray], num: int, most: int) -> np.ndarray:
+    """(num,) int64 simulations per actor: `most` each by default, else `simulations`, checked
+    to lie in [0, most] (self-play's cheap searches ask fewer for some actors)."""
+    if simulations is None:
+        return np.full(num, most, np.int64)
+    sims = np.asarray(simulations, np.int64)
+    if sims.shape != (num,) or (sims < 0).any() or (sims > most).any():
+        raise ValueError(f"simulations: {num} counts in [0, {most}] expected, got {sims.tolist()}")
+    return sims.copy()

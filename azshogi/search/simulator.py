@@ -84,6 +84,8 @@ class Simulator:
                  actors: Optional[np.ndarray] = None) -> None:
         """`leaves` simulations for each of `actors` (default all), with one forward pass.
 
+        leaves: an int, or (len(actors),) one count per actor (each tree searched as it would be
+        alone with its count: virtual loss only in trees with more than one leaf).
         plies: (A,) plies played before each root (for the ply limit inside the tree).
         roots: (A,) the node each tree's search starts from (default 0).
         """
@@ -91,21 +93,25 @@ class Simulator:
         plies = np.asarray(plies, np.int64)
         actors = np.arange(len(boards)) if actors is None else np.asarray(actors, np.int64)
         roots = np.zeros(len(boards), np.int64) if roots is None else np.asarray(roots, np.int64)
-        self._ensure_rows(len(actors) * leaves)
+        counts = np.broadcast_to(np.asarray(leaves, np.int64), actors.shape)
+        self._ensure_rows(int(counts.sum()))
         paths = []  # per descent: actors, nodes (n, D), edges (n, D), length, kind, value, row
         pending_actors, pending_nodes = [], []
-        use_virtual_loss = leaves > 1 and virtual_loss > 0
-        for _ in range(leaves):
-            path = self._descend(boards, plies, select, actors, roots[actors], pending_actors, pending_nodes)
+        lossy = counts > 1 if virtual_loss > 0 else np.zeros(len(actors), np.bool_)  # trees with virtual loss
+        for j in range(int(counts.max(initial=0))):
+            going = counts > j
+            path = self._descend(boards, plies, select, actors[going], roots[actors[going]], pending_actors,
+                                 pending_nodes)
+            path["lossy"] = lossy[going]
             paths.append(path)
-            if use_virtual_loss:
-                self._add(path, visits=virtual_loss, value=-virtual_loss, alternate=False)
+            if path["lossy"].any():
+                self._add(path, visits=virtual_loss, value=-virtual_loss, alternate=False, only=path["lossy"])
         values = np.zeros(0, np.float32)
         if pending_actors:
             values = self._evaluate_and_expand(np.array(pending_actors, np.int64), np.array(pending_nodes, np.int64))
         for path in paths:
-            if use_virtual_loss:
-                self._add(path, visits=-virtual_loss, value=virtual_loss, alternate=False)
+            if path["lossy"].any():
+                self._add(path, visits=-virtual_loss, value=virtual_loss, alternate=False, only=path["lossy"])
             value = path["value"]
             new = path["kind"] == _NEW
             value[new] = values[path["row"][new]]
@@ -196,13 +202,16 @@ class Simulator:
         pending_nodes.append(node)
         return self.batch.add(board, legal)
 
-    def _add(self, path: dict, visits, value, alternate: bool) -> None:
-        """Adds `visits` and `value` to every edge on the paths (collisions skipped).
+    def _add(self, path: dict, visits, value, alternate: bool, only: Optional[np.ndarray] = None) -> None:
+        """Adds `visits` and `value` to every edge on the paths (collisions skipped; with
+        `only`, (n,) bool, the descents it marks alone).
 
         alternate=True: `value` (per descent) is from the leaf's side to move and its sign flips
         at each ply (a backup). alternate=False: `value` is added as is for every edge's chooser
         (a virtual loss)."""
         counted = path["kind"] != _COLLISION
+        if only is not None:
+            counted &= only
         length = np.where(counted, path["length"], 0)
         depth = np.arange(path["nodes"].shape[1])
         i_idx, d_idx = np.nonzero(depth[None, :] < length[:, None])

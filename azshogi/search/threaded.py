@@ -62,11 +62,23 @@ class ThreadedSearch:
         self.simulator = SimulatorTotals([s.simulator for s in self.searches])
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="azshogi-search")
 
+    @property
+    def num_simulations(self) -> int:
+        return self.searches[0].num_simulations
+
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
             **kwargs) -> SearchResult:
-        if len(boards) != self.slices[-1].stop:
-            raise ValueError(f"{len(boards)} boards for a search of {self.slices[-1].stop} actors")
+        """The groups' searches of their slices of the actors; keyword arguments given per actor
+        (sample, simulations: arrays of length A) are sliced too, the others passed as they are."""
+        num = self.slices[-1].stop
+        if len(boards) != num:
+            raise ValueError(f"{len(boards)} boards for a search of {num} actors")
         plies = np.asarray(plies)
-        futures = [self.pool.submit(search.run, boards[s], plies[s], rngs[s], **kwargs)
+
+        def part(value, s: slice):
+            return value[s] if isinstance(value, np.ndarray) and value.shape[:1] == (num,) else value
+
+        futures = [self.pool.submit(search.run, boards[s], plies[s], rngs[s],
+                                    **{k: part(v, s) for k, v in kwargs.items()})
                    for search, s in zip(self.searches, self.slices)]
         return concatenate([f.result() for f in futures])

@@ -1,9 +1,15 @@
 """Self-play: `num_actors` games in flight, advanced together one move per search.
 
-Every actor owns one cshogi Board and the positions its game has produced so far (hcp, sparse
-policy target, root value), which become a GameRecord for the replay buffer when the game ends.
-Games in progress survive a training phase and a checkpoint (`state_dict`: in_progress.py's
-flat arrays).
+Every actor owns one cshogi Board and the training positions its game has produced so far (ply,
+hcp, sparse policy target, root value), which become a GameRecord for the replay buffer when the
+game ends. Games in progress survive a training phase and a checkpoint (`state_dict`:
+in_progress.py's flat arrays).
+
+Playout-cap randomization (KataGo, Wu 2019; `PlayoutCap`): before each move an actor draws from
+its game's own random stream whether the move gets the full search or a cheap one of fewer
+simulations. Both are played; only the full searches' positions are training positions, so
+more moves are played per network evaluation while every recorded target keeps the full
+search's quality. Off (probability 0) draws nothing and records every move.
 
 The loop drives self-play through a `SelfPlayDriver` (drivers.py).
 """
@@ -27,12 +33,28 @@ def game_rng(seed: int, game_id: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(game_id,)))
 
 
+@dataclass(frozen=True)
+class PlayoutCap:
+    """Playout-cap randomization (see the module docstring): each move is searched cheaply, with
+    `cheap_simulations`, with probability `cheap_search_prob`, and is then no training position.
+    The defaults search and record every move."""
+
+    cheap_search_prob: float = 0.0
+    cheap_simulations: int = 4
+
+    @classmethod
+    def from_config(cls, selfplay_config) -> "PlayoutCap":
+        return cls(selfplay_config.cheap_search_prob, selfplay_config.cheap_simulations)
+
+
 @dataclass
 class Actor:
     game_id: int
     rng: np.random.Generator
     board: cshogi.Board = field(default_factory=cshogi.Board)
     moves: list = field(default_factory=list)  # USI strings, for records and resuming
+    # The training positions so far (fully searched moves): ply, hcp, policy target, root value.
+    plies: list = field(default_factory=list)
     hcps: list = field(default_factory=list)
     labels: list = field(default_factory=list)
     probs: list = field(default_factory=list)
@@ -45,7 +67,7 @@ class Actor:
 
 @dataclass
 class FinishedGame:
-    record: GameRecord
+    record: GameRecord  # its training positions: every move's, or (playout caps) the full searches'
     moves: list  # USI
     termination: Termination
     winner: Optional[int]  # cshogi.BLACK, cshogi.WHITE, or None for a draw
@@ -67,31 +89,42 @@ class SelfPlay:
     """game ids: first_game_id, then every game_id_step-th (worker processes interleave their ids)."""
 
     def __init__(self, search, rules: Rules, num_actors: int, seed: int = 0, min_policy_prob: float = 1e-4,
-                 first_game_id: int = 0, game_id_step: int = 1):
+                 first_game_id: int = 0, game_id_step: int = 1, playout_cap: PlayoutCap = PlayoutCap()):
         self.search, self.rules, self.seed = search, rules, seed
-        self.min_policy_prob = min_policy_prob
+        self.min_policy_prob, self.playout_cap = min_policy_prob, playout_cap
         self.next_game_id, self.game_id_step = first_game_id, game_id_step
         self.actors = [self._new_actor() for _ in range(num_actors)]
+        self.cheap_moves = 0  # moves searched cheaply (not recorded) by this object, a running total
 
     def _new_actor(self) -> Actor:
         actor = Actor(self.next_game_id, game_rng(self.seed, self.next_game_id))
         self.next_game_id += self.game_id_step
         return actor
 
+    def _full_searches(self) -> np.ndarray:
+        """(A,) bool: the actors whose move gets the full search, each drawn from its game's own
+        stream (nothing is drawn with playout caps off)."""
+        p = self.playout_cap.cheap_search_prob
+        if p <= 0:
+            return np.ones(len(self.actors), np.bool_)
+        return np.array([a.rng.random() >= p for a in self.actors], np.bool_)
+
     def step(self) -> list[FinishedGame]:
         """Searches every game once, plays the chosen moves; returns the games that ended."""
         actors = self.actors
         boards = [a.board for a in actors]
         plies = np.array([a.ply for a in actors], np.int64)
-        result = self.search.run(boards, plies, [a.rng for a in actors])
+        full = self._full_searches()
+        kwargs = {}
+        if not full.all():
+            most = self.search.num_simulations
+            kwargs["simulations"] = np.where(full, most, min(self.playout_cap.cheap_simulations, most))
+            self.cheap_moves += int((~full).sum())
+        result = self.search.run(boards, plies, [a.rng for a in actors], **kwargs)
         finished = []
         for i, actor in enumerate(actors):
-            n = int(result.num_edges[i])
-            labels, probs = sparse_policy(result.labels[i, :n], result.policy[i, :n], self.min_policy_prob)
-            actor.hcps.append(features.hcp_of(actor.board))
-            actor.labels.append(labels)
-            actor.probs.append(probs)
-            actor.root_values.append(float(result.root_value[i]))
+            if full[i]:
+                self._record(actor, result, i)
             move = int(result.moves[i])
             actor.moves.append(cshogi.move_to_usi(move))
             actor.board.push(move)
@@ -101,16 +134,27 @@ class SelfPlay:
                 actors[i] = self._new_actor()
         return finished
 
+    def _record(self, actor: Actor, result, i: int) -> None:
+        """The position before actor i's move becomes a training position."""
+        n = int(result.num_edges[i])
+        labels, probs = sparse_policy(result.labels[i, :n], result.policy[i, :n], self.min_policy_prob)
+        actor.plies.append(actor.ply)
+        actor.hcps.append(features.hcp_of(actor.board))
+        actor.labels.append(labels)
+        actor.probs.append(probs)
+        actor.root_values.append(float(result.root_value[i]))
+
     def _finish(self, actor: Actor, end: Outcome) -> FinishedGame:
         win = winner(actor.board.turn, end.value)
-        n = actor.ply
-        turns = np.arange(n) % 2  # games start from the initial position, black to move
-        results = np.zeros(n, np.int8) if win is None else np.where(turns == win, 1, -1).astype(np.int8)
-        offsets = np.zeros(n + 1, np.int64)
+        plies = np.array(actor.plies, np.int64)
+        turns = plies % 2  # games start from the initial position, black to move
+        results = np.zeros(len(plies), np.int8) if win is None else np.where(turns == win, 1, -1).astype(np.int8)
+        offsets = np.zeros(len(plies) + 1, np.int64)
         offsets[1:] = np.cumsum([len(lab) for lab in actor.labels])
-        record = GameRecord(actor.game_id, np.stack(actor.hcps), results,
-                            np.array(actor.root_values, np.float32), np.arange(n, dtype=np.int16),
-                            offsets, np.concatenate(actor.labels), np.concatenate(actor.probs))
+        record = GameRecord(actor.game_id, np.array(actor.hcps, np.uint8).reshape(len(plies), 32), results,
+                            np.array(actor.root_values, np.float32), plies.astype(np.int16), offsets,
+                            np.concatenate([np.zeros(0, np.int16)] + actor.labels),
+                            np.concatenate([np.zeros(0, np.float32)] + actor.probs))
         return FinishedGame(record, list(actor.moves), end.termination, win)
 
     # --- games in progress, for checkpoints and pipes: flat arrays (in_progress.py) ---
@@ -131,7 +175,7 @@ class SelfPlay:
                 if not move or not actor.board.is_legal(move):
                     raise ValueError(f"saved game {actor.game_id}: illegal move {usi!r}")
                 actor.board.push(move)
-            actor.moves = g["moves"]
+            actor.moves, actor.plies = g["moves"], g["plies"]
             actor.hcps, actor.root_values = g["hcps"], g["root_values"]
             actor.labels, actor.probs = g["labels"], g["probs"]
             actors.append(actor)

@@ -16,6 +16,7 @@ class PlayCounters:
     Simulator times are summed over the processes that search (1, or one per worker)."""
 
     moves: int = 0  # positions searched (moves played), games still in progress included
+    cheap_moves: int = 0  # of which: searched cheaply, no training position (playout caps)
     nn_calls: int = 0  # forward passes (in the main process)
     nn_positions: int = 0
     nn_seconds: float = 0.0
@@ -64,7 +65,8 @@ class InProcessSelfPlay:
 
     def counters(self) -> PlayCounters:
         ev, sim = self.simulator.evaluator.stats, self.simulator
-        return PlayCounters(self.moves, ev.calls, ev.positions, ev.seconds, sim.seconds, sim.leaf_seconds, ev.seconds)
+        return PlayCounters(self.moves, self.selfplay.cheap_moves, ev.calls, ev.positions, ev.seconds, sim.seconds,
+                            sim.leaf_seconds, ev.seconds)
 
     def state_dict(self) -> dict:
         return self.selfplay.state_dict()

@@ -6,7 +6,10 @@ For G games with P recorded positions and E policy entries in all:
     next_game_id  int
     games      game_id (G,) int64; num_positions (G,) int64; moves: G strings of USI moves,
                space-separated; rng: G numpy bit-generator states (plain dicts)
-    positions  hcp (P, 32) uint8; root_value (P,) float64; num_entries (P,) int64
+    positions  hcp (P, 32) uint8; root_value (P,) float64; num_entries (P,) int64; ply (P,) int64
+               (the move each position came before: all of a game's plies in order, or, with
+               playout caps, the fully searched ones; states saved before plies were kept
+               have no `ply` and recorded every move)
     entries    label (E,) int16; prob (E,) float32
 
 Each group is in game order: a game's positions follow each other, and so do a position's
@@ -25,8 +28,8 @@ GROUPS = ("games", "positions", "entries")
 
 
 def pack(next_game_id: int, games: Sequence) -> dict:
-    """The state of `games` (objects with game_id, rng, moves, hcps, root_values, labels and
-    probs, as selfplay.actors.Actor)."""
+    """The state of `games` (objects with game_id, rng, moves, plies, hcps, root_values, labels
+    and probs, as selfplay.actors.Actor)."""
     labels = [x for g in games for x in g.labels]
     return {
         "next_game_id": int(next_game_id),
@@ -40,6 +43,7 @@ def pack(next_game_id: int, games: Sequence) -> dict:
             "hcp": np.concatenate([np.zeros((0, 32), np.uint8)] + [np.stack(g.hcps) for g in games if g.hcps]),
             "root_value": np.fromiter(itertools.chain.from_iterable(g.root_values for g in games), np.float64),
             "num_entries": np.fromiter(map(len, labels), np.int64, len(labels)),
+            "ply": np.fromiter(itertools.chain.from_iterable(g.plies for g in games), np.int64),
         },
         "entries": {
             "label": np.concatenate([np.zeros(0, np.int16)] + labels).astype(np.int16, copy=False),
@@ -50,10 +54,13 @@ def pack(next_game_id: int, games: Sequence) -> dict:
 
 
 def unpack(state: dict) -> list[dict]:
-    """One dict per game: game_id, rng (a bit-generator state), moves (USI strings), hcps,
-    root_values (floats), labels and probs (one array per position)."""
+    """One dict per game: game_id, rng (a bit-generator state), moves (USI strings), plies
+    (ints), hcps, root_values (floats), labels and probs (one array per position)."""
     games, positions, entries = (state[g] for g in GROUPS)
     counts = _array(games["num_positions"])
+    # Without `ply`, every move of a game was recorded: its positions' plies are 0, 1, 2, ...
+    plies = _array(positions["ply"]) if "ply" in positions else np.concatenate(
+        [np.zeros(0, np.int64)] + [np.arange(int(n), dtype=np.int64) for n in counts])
     hcps, values = _array(positions["hcp"]), _array(positions["root_value"])
     num_entries = _array(positions["num_entries"])
     labels, probs = _array(entries["label"]), _array(entries["prob"])
@@ -66,6 +73,7 @@ def unpack(state: dict) -> list[dict]:
             "game_id": int(game_id),
             "rng": games["rng"][i],
             "moves": games["moves"][i].split(),
+            "plies": [int(v) for v in plies[p:p + n]],
             "hcps": list(hcps[p:p + n]),
             "root_values": [float(v) for v in values[p:p + n]],
             "labels": [labels[a:b] for a, b in zip(cuts[:-1], cuts[1:])],

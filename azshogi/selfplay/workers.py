@@ -11,7 +11,7 @@ waits for their answers:
                      ("load", state)   replace your games in progress
                      ("stop",)         exit
     worker -> main   ("ready",)        started
-                     ("stepped", finished games, moves, simulator s, leaf s, wait s)
+                     ("stepped", finished games, moves, cheap moves, simulator s, leaf s, wait s)
                      ("state", state) / ("loaded",)
                      ("error", traceback)   then it exits
 
@@ -46,7 +46,7 @@ from typing import Callable, Iterator, Optional
 
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.actors import FinishedGame
+from azshogi.selfplay.actors import FinishedGame, PlayoutCap
 from azshogi.selfplay.drivers import PlayCounters
 from azshogi.selfplay.server import (
     ClientHandle,
@@ -72,7 +72,7 @@ def shares(num_actors: int, num_workers: int) -> list[int]:
 
 
 def worker_main(handle: ClientHandle, search_config, rules: Rules, num_actors: int, seed: int,
-                min_policy_prob: float, first_game_id: int, game_id_step: int) -> None:
+                min_policy_prob: float, first_game_id: int, game_id_step: int, playout_cap: PlayoutCap) -> None:
     """A worker process: builds its search and SelfPlay, then obeys commands until "stop"."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group;
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the main process stops us after its checkpoint
@@ -87,16 +87,18 @@ def worker_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
     code = 0
     try:
         search = make_search(search_config, client, rules, num_actors)
-        selfplay = SelfPlay(search, rules, num_actors, seed, min_policy_prob, first_game_id, game_id_step)
+        selfplay = SelfPlay(search, rules, num_actors, seed, min_policy_prob, first_game_id, game_id_step,
+                            playout_cap)
         sim = search.simulator
         client.send(("ready",))
         while True:
             command = client.receive()
             if command[0] == "step":
-                before = (sim.seconds, sim.leaf_seconds, client.stats.seconds)
+                before = (selfplay.cheap_moves, sim.seconds, sim.leaf_seconds, client.stats.seconds)
                 finished = selfplay.step()
-                client.send(("stepped", finished, len(selfplay.actors), sim.seconds - before[0],
-                             sim.leaf_seconds - before[1], client.stats.seconds - before[2]))
+                client.send(("stepped", finished, len(selfplay.actors), selfplay.cheap_moves - before[0],
+                             sim.seconds - before[1], sim.leaf_seconds - before[2],
+                             client.stats.seconds - before[3]))
             elif command[0] == "state":
                 client.send(("state", selfplay.state_dict()))
             elif command[0] == "load":
@@ -159,11 +161,12 @@ class WorkerSelfPlay:
 
     def __init__(self, evaluator: LocalEvaluator, search_config, rules: Rules, num_actors: int, num_workers: int,
                  seed: int = 0, min_policy_prob: float = 1e-4, rows_per_actor: int = 1, max_batch: int = 0,
-                 wait_s: float = 0.002, worker_timeout_s: float = WORKER_TIMEOUT_S):
+                 wait_s: float = 0.002, worker_timeout_s: float = WORKER_TIMEOUT_S,
+                 playout_cap: PlayoutCap = PlayoutCap()):
         if not 1 <= num_workers <= num_actors:
             raise ValueError(f"num_workers={num_workers}: must be in [1, num_actors={num_actors}]")
         self.evaluator, self.search_config, self.rules = evaluator, search_config, rules
-        self.seed, self.min_policy_prob = seed, min_policy_prob
+        self.seed, self.min_policy_prob, self.playout_cap = seed, min_policy_prob, playout_cap
         self.shares = shares(num_actors, num_workers)
         self.processes = num_workers
         self.rows = [n * rows_per_actor for n in self.shares]
@@ -190,11 +193,12 @@ class WorkerSelfPlay:
             for w, message in self._pump(_POLL_S):
                 if message[0] != "stepped":
                     raise WorkerError(f"self-play worker {w} sent {message[0]!r} during a move")
-                _, finished, moves, simulator_s, leaf_s, wait_s = message
+                _, finished, moves, cheap_moves, simulator_s, leaf_s, wait_s = message
                 self.active.discard(w)
                 self.idle.add(w)
                 t = self._totals
                 t.moves += moves
+                t.cheap_moves += cheap_moves
                 t.simulator_seconds += simulator_s
                 t.leaf_seconds += leaf_s
                 t.wait_seconds += wait_s
@@ -206,8 +210,8 @@ class WorkerSelfPlay:
 
     def counters(self) -> PlayCounters:
         ev, t = self.evaluator.stats, self._totals
-        return PlayCounters(t.moves, ev.calls, ev.positions, ev.seconds, t.simulator_seconds, t.leaf_seconds,
-                            t.wait_seconds)
+        return PlayCounters(t.moves, t.cheap_moves, ev.calls, ev.positions, ev.seconds, t.simulator_seconds,
+                            t.leaf_seconds, t.wait_seconds)
 
     def state_dict(self) -> dict:
         """All workers' games in progress, in worker order (workers must be paused)."""
@@ -258,7 +262,7 @@ class WorkerSelfPlay:
         for w, n in enumerate(self.shares):
             p = ctx.Process(target=worker_main, name=f"azshogi-selfplay-{w}", daemon=True,
                             args=(self.server.handle(w), self.search_config, self.rules, n, self.seed,
-                                  self.min_policy_prob, w, step))
+                                  self.min_policy_prob, w, step, self.playout_cap))
             p.start()
             self.workers.append(p)
             self.server.client_started(w)

@@ -1,7 +1,8 @@
 """The alternating loop: self-play, pause, train the same model, checkpoint, resume.
 
-    1. Self-play: all actors advance together until `positions_per_checkpoint` new positions have
-       come from finished games (checked each time a game ends); in this process, or in
+    1. Self-play: all actors advance together until `positions_per_checkpoint` new training
+       positions have come from finished games (checked each time a game ends; with playout
+       caps, only the fully searched moves are training positions); in this process, or in
        `selfplay.num_workers` worker processes served by this process's one model (workers.py).
     2. Pause: games in progress are kept, boards and pending targets included (in the workers).
     3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
@@ -38,7 +39,7 @@ from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 from azshogi.search import make_search
-from azshogi.selfplay.actors import SelfPlay
+from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
 from azshogi.selfplay.workers import WorkerSelfPlay
 from azshogi.shogi.rules import Rules
@@ -67,7 +68,7 @@ class Counters:
     checkpoints: int = 0  # training phases completed
     train_steps: int = 0  # optimizer steps attempted, all phases
     games: int = 0
-    positions: int = 0  # positions of finished games, all phases
+    positions: int = 0  # training positions of finished games (their fully searched moves), all phases
     positions_since_checkpoint: int = 0
     samples_trained: int = 0  # training samples drawn, all phases
     in_training: bool = False  # the phase in progress is training (after a pause)
@@ -124,14 +125,16 @@ def build_components(cfg: Config, instant: bool = False) -> Components:
         max_batch = min(max_batch, sp.server_max_batch)
     evaluator = make_evaluator(model, device, cfg.inference, max_batch, instant)
     rules = rules_of(cfg)
+    cap = PlayoutCap.from_config(sp)
     if sp.num_workers == 0:
         search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
-        selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob))
+        selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
+                                              playout_cap=cap))
     else:
         leaves = cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
         selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
                                   cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
-                                  wait_s=sp.server_wait_ms / 1000)
+                                  wait_s=sp.server_wait_ms / 1000, playout_cap=cap)
     return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed), cfg, note)
 
 
@@ -307,7 +310,8 @@ class Loop:
         timer = Timer()
         progress = self.monitor.start_selfplay(
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
-            (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0)
+            (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
+            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob))
         count = SelfPlayCount(positions=c.positions_since_checkpoint)
         reached = False
 
@@ -325,10 +329,11 @@ class Loop:
             with self.clock.phase("selfplay"):
                 for game in self.selfplay.play(until=between_moves):  # ends with the games in progress paused
                     self.replay.add_game(game.record)
+                    positions = len(game.record)  # its training positions: every move, or the fully searched
                     c.games += 1
-                    c.positions += game.length
-                    c.positions_since_checkpoint += game.length
-                    stats.add_game(game.length, game.termination, game.winner)
+                    c.positions += positions
+                    c.positions_since_checkpoint += positions
+                    stats.add_game(game.length, positions, game.termination, game.winner)
                     count.positions, count.games = c.positions_since_checkpoint, stats.games
                     count.game_moves += game.length
                     with self.clock.phase("records"):
@@ -338,7 +343,7 @@ class Loop:
             progress.close()
         stats.seconds = timer.elapsed()
         done = self.selfplay.counters() - start
-        stats.moves_played = done.moves
+        stats.moves_played, stats.cheap_moves = done.moves, done.cheap_moves
         stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
         stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
 
@@ -386,11 +391,12 @@ class Loop:
         mean_len = sum(sp.lengths) / len(sp.lengths) if sp.lengths else float("nan")
         rate = sp.moves_played / sp.seconds if sp.seconds else float("nan")
         g = max(1, sp.games)
+        cheap = f" ({sp.cheap_moves / sp.moves_played:.0%} cheap)" if sp.cheap_moves else ""
         self.monitor.say(
             f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
             f"{mean_len:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
             f"loss policy {tr.mean(tr.policy_loss):.3f} value {tr.mean(tr.value_loss):.3f} | "
-            f"{rate:.0f} moves/s | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}")
+            f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}")
 
     # --- evaluation (play/gauntlet.py): matches against anchors, TensorBoard eval/ ---
 

@@ -49,22 +49,24 @@ class SelfPlayStats:
     """Figures of one self-play phase."""
 
     games: int = 0
-    positions: int = 0
-    lengths: list = field(default_factory=list)
+    positions: int = 0  # training positions of the finished games (with playout caps: fewer than moves)
+    lengths: list = field(default_factory=list)  # moves per game
     terminations: collections.Counter = field(default_factory=collections.Counter)
     black_wins: int = 0
     white_wins: int = 0
     draws: int = 0
     seconds: float = 0.0
     moves_played: int = 0  # positions searched, including games still in progress
+    cheap_moves: int = 0  # of which: cheap searches (playout caps), not recorded
     nn_calls: int = 0
     nn_positions: int = 0
     nn_seconds: float = 0.0
     search_seconds: float = 0.0
 
-    def add_game(self, length: int, termination: Termination, winner: Optional[int]) -> None:
+    def add_game(self, length: int, positions: int, termination: Termination, winner: Optional[int]) -> None:
+        """A finished game of `length` moves, `positions` of them training positions."""
         self.games += 1
-        self.positions += length
+        self.positions += positions
         self.lengths.append(length)
         self.terminations[termination] += 1
         if winner is None:
@@ -139,10 +141,10 @@ class Monitor:
         tqdm.write(line, file=sys.stderr)
 
     def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
-                       eta_now: bool) -> "SelfPlayProgress":
+                       eta_now: bool, moves_per_position: float = 1.0) -> "SelfPlayProgress":
         self.close_bar()
         return SelfPlayProgress(description, target, in_flight, steps, eta_now, self.writer, self.say,
-                                self.show_progress, self.quiet_progress)
+                                self.show_progress, self.quiet_progress, moves_per_position=moves_per_position)
 
     # --- TensorBoard ---
     def hyperparameters(self, config: dict, step: int) -> None:
@@ -184,6 +186,8 @@ class Monitor:
             w.add_scalar("selfplay/white_win_rate", sp.white_wins / sp.games, step)
             w.add_scalar("selfplay/draw_rate", sp.draws / sp.games, step)
         w.add_scalar("selfplay/positions", sp.positions, step)
+        if sp.moves_played:  # playout caps: the share of moves searched cheaply (0 when off)
+            w.add_scalar("selfplay/cheap_move_share", sp.cheap_moves / sp.moves_played, step)
         w.add_scalar("selfplay/positions_total", total_positions, step)
         w.add_scalar("selfplay/replay_size", replay_size, step)
         w.add_scalar("selfplay/sample_reuse", sample_reuse, step)
@@ -221,17 +225,20 @@ class SelfPlayCount:
 class SelfPlayProgress:
     """A self-play phase as it runs; the loop calls `update` between moves.
 
-    The bar's share is moves / (moves + positions still needed): it grows with every move played
-    and every game finished, and is 100% exactly when the phase's target is reached. Its one rate
-    is moves played per second. The time left is shown once a game has finished in this run
-    (before that nothing says how long games are): positions still needed / moves per second.
+    The bar's share is moves / (moves + moves still needed), the moves still needed being the
+    positions still needed x `moves_per_position` (1, or 1 / (1 - cheap_search_prob) with playout
+    caps, whose cheap moves are no positions): it grows with every move played and every game
+    finished, and is 100% exactly when the phase's target is reached. Its one rate is moves played
+    per second. The time left is shown once a game has finished in this run (before that nothing
+    says how long games are): moves still needed / moves per second.
     Without a terminal a line goes to the log every PROGRESS_LINE_SECONDS instead; TensorBoard
     gets selfplay/live/ points every LIVE_SCALARS_SECONDS at steps in `steps` (first, last)."""
 
     def __init__(self, description: str, target: int, in_flight: int, steps: tuple[int, int], eta_now: bool,
                  writer, say: Callable[[str], None], show: bool, quiet_lines: bool,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, moves_per_position: float = 1.0):
         self.description, self.target, self.in_flight, self.steps = description, target, in_flight, steps
+        self.moves_per_position = moves_per_position
         self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
         self.start = self.last_refresh = self.last_line = clock()
         self.last_live = (self.start, 0)  # time and moves at the last live point
@@ -258,10 +265,12 @@ class SelfPlayProgress:
         while not self._closed.wait(BAR_TICK_SECONDS):
             self._refresh()
 
+    def moves_needed(self) -> float:
+        return max(0, self.target - self.count.positions) * self.moves_per_position
+
     def share(self) -> float:
-        c = self.count
-        needed = max(0, self.target - c.positions)
-        return 1.0 if needed == 0 else c.moves / (c.moves + needed)
+        needed = self.moves_needed()
+        return 1.0 if needed == 0 else self.count.moves / (self.count.moves + needed)
 
     def text(self) -> str:
         c, elapsed = self.count, self.clock() - self.start
@@ -270,7 +279,7 @@ class SelfPlayProgress:
                  f"{c.games:,} games done, {self.in_flight:,} playing"]
         when = tqdm.format_interval(elapsed)
         if (self.eta_now or c.games) and rate > 0:
-            when += f", ~{tqdm.format_interval(max(0, self.target - c.positions) / rate)} left"
+            when += f", ~{tqdm.format_interval(self.moves_needed() / rate)} left"
         return " | ".join(parts) + f" | {when}"
 
     def update(self, count: SelfPlayCount, force: bool = False) -> None:
