@@ -17,7 +17,8 @@ from interop_helpers import (
     small_config,
 )
 
-from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe3
+from azshogi.formats.dlshogi import Hcpe3Writer, load_records, read_hcpe3
+from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, Termination, outcome
 from azshogi.train.loop import Loop, rules_of
 
@@ -51,17 +52,26 @@ def read_games(data: bytes) -> list[dict]:
 
 def check_game(game: dict, finished, rules: Rules) -> None:
     """The record replays legally to the same end; result byte, evals and candidate visits
-    agree with what self-play kept."""
+    agree with what self-play kept; the moves that are no training position (playout caps'
+    cheap searches) have no candidates and eval 0."""
     record = finished.record
     board = cshogi.Board()
     board.set_hcp(game["hcp"])
-    np.testing.assert_array_equal(game["hcp"], record.hcps[0])
+    recorded_start = len(record) and record.plies[0] == 0  # else the initial position, self-play's
+    np.testing.assert_array_equal(game["hcp"], record.hcps[0] if recorded_start else features.hcp_of(cshogi.Board()))
     assert game["opponent"] == 0
     assert len(game["moves"]) == finished.length
-    for i, (move16, score, candidates) in enumerate(game["moves"]):
+    position = {int(ply): r for r, ply in enumerate(record.plies)}
+    for ply, (move16, score, candidates) in enumerate(game["moves"]):
         legal = {m & 0xFFFF: m for m in board.legal_moves}
-        assert move16 in legal, f"move {i} is illegal"
-        assert cshogi.move_to_usi(legal[move16]) == finished.moves[i]
+        assert move16 in legal, f"move {ply} is illegal"
+        assert cshogi.move_to_usi(legal[move16]) == finished.moves[ply]
+        if ply not in position:
+            assert score == 0 and len(candidates) == 0
+            board.push(legal[move16])
+            continue
+        i = position[ply]
+        np.testing.assert_array_equal(features.hcp_of(board), record.hcps[i])
         p = (float(record.root_values[i]) + 1) / 2
         expected = 30000 if p >= 1 else -30000 if p <= 0 else 756.0864962951762 * math.log(p / (1 - p))
         assert abs(score - max(-30000, min(30000, expected))) <= 1
@@ -72,7 +82,7 @@ def check_game(game: dict, finished, rules: Rules) -> None:
         assert len(candidates) >= 1 and visits.min() >= 1
         got = {}
         for c16, v in zip(candidates["move16"].tolist(), visits / visits.sum()):
-            assert c16 in legal, f"move {i}: illegal candidate"
+            assert c16 in legal, f"move {ply}: illegal candidate"
             got[dlshogi.make_move_label(legal[c16], board.turn)] = v
         assert set(got) <= set(target)
         for label, prob in target.items():
@@ -104,6 +114,35 @@ def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
     for game, done in zip(games, finished):
         check_game(game, done, rules)
     assert [g.moves_usi for g in read_hcpe3(path)] == [f.moves for f in finished]
+
+
+def test_cheap_searches_are_written_as_moves_without_candidates(tmp_path):
+    # Playout-cap randomization: about half the moves are cheap searches, no training positions.
+    # Each game is written whole (it replays to its end), its training positions with their
+    # targets; azshogi's reader (the loop's seeding, azshogi-pretrain) takes back exactly those.
+    cfg = small_config(tmp_path, "selfplay.num_actors=3", "search.num_simulations=4",
+                       "search.max_num_considered_actions=4", "rules.max_plies=16",
+                       "selfplay.cheap_search_prob=0.5", "selfplay.cheap_simulations=1")
+    selfplay, rules = Loop(cfg, show_progress=False).selfplay, rules_of(cfg)
+    finished = []
+    for game in selfplay.play(until=lambda: len(finished) >= 4):
+        finished.append(game)
+    writer = Hcpe3Writer()
+    for game in finished:
+        writer.add(game)
+    path = writer.flush(tmp_path / "games.hcpe3")
+    for game, done in zip(read_games(path.read_bytes()), finished):
+        check_game(game, done, rules)
+    recorded, moves = sum(len(f.record) for f in finished), sum(f.length for f in finished)
+    assert 0.25 * moves < recorded < 0.75 * moves
+    assert [g.moves_usi for g in read_hcpe3(path)] == [f.moves for f in finished]
+    back = load_records([path])
+    kept = [f.record for f in finished if len(f.record)]
+    assert len(back) == len(kept)
+    for ours, record in zip(back, kept):
+        assert ours.plies.tolist() == record.plies.tolist()
+        np.testing.assert_array_equal(ours.hcps, record.hcps)
+        np.testing.assert_array_equal(ours.results, record.results)
 
 
 @pytest.mark.parametrize("script", [PERPETUAL_CHECK, IMPASSE, CHECKMATE, REPETITION,
