@@ -128,6 +128,36 @@ def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(str
         assert_same(third.written[name], written[name], name)
 
 
+def test_playout_caps_resume_exactly_from_a_stop_mid_selfplay(tmp_path):
+    """With cheap searches (their draws from each game's own stream, their moves played but not
+    recorded), a run stopped mid-selfplay and started again continues exactly as the run that
+    never stopped."""
+    pcr = replace(base_config(), selfplay=replace(base_config().selfplay, cheap_search_prob=0.5, cheap_simulations=1),
+                  loop=replace(base_config().loop, max_checkpoints=2))
+
+    def cfg(run):
+        return replace(pcr, run=run, checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"))
+
+    straight = RecordingLoop(cfg("straight"))
+    straight.run()
+    assert sorted(straight.written) == CHECKPOINTS[:2]
+    plies = straight.written[CHECKPOINTS[1]]["replay"]["plies"]
+    assert (np.diff(plies.astype(np.int64)) > 1).any()  # moves left out of the record
+    # Stopped when the second phase's first game ends (its other games are mid-way).
+    first = RecordingLoop(cfg("stopped"), stop_after_games=straight.written[CHECKPOINTS[0]]["counters"]["games"] + 1)
+    first.run()
+    partial = "ckpt-00001-partial.pt"
+    assert list(first.written) == [CHECKPOINTS[0], partial]
+    state = first.written[partial]
+    mid_way = [g for g in state["selfplay"]["games"] if g["moves"]]
+    assert len(mid_way) >= 2 and any(len(g["plies"]) < len(g["moves"]) for g in mid_way), mid_way
+    assert_same(checkpoint_state(cfg("stopped"), tmp_path / "checkpoints" / "stopped" / partial), state, partial)
+    second = RecordingLoop(cfg("stopped"))
+    second.run()
+    assert list(second.written) == [CHECKPOINTS[1]]
+    assert_same(second.written[CHECKPOINTS[1]], straight.written[CHECKPOINTS[1]], CHECKPOINTS[1])
+
+
 # --- with worker processes ---
 
 def constant_network(model) -> None:
