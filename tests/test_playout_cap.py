@@ -5,16 +5,18 @@ resume: test_resume.py.)"""
 import cshogi
 import numpy as np
 import pytest
-from conftest import compose_config, uniform_evaluator
+from conftest import compose_config, replay_window, uniform_evaluator
 from test_features import random_positions
 from test_search_batched import make, rowwise_network
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from azshogi.config import ConfigError, to_config
 from azshogi.search import GumbelSearch, PuctSearch, ThreadedSearch
 from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.shogi.rules import Rules
-from azshogi.train.loop import build_components
+from azshogi.train.loop import build_components, train
 
 
 def same_search(a, i, b, j):
@@ -188,3 +190,16 @@ def test_playout_caps_reach_the_worker_processes(tiny_config):
         parts.selfplay.close()
     assert all(len(g.record) < g.length for g in finished)
     assert 0 < counters.cheap_moves < counters.moves
+
+
+def test_the_loop_counts_recorded_positions_and_shows_the_cheap_share(tiny_config, tmp_path):
+    cfg = tiny_config("loop.max_checkpoints=1", "selfplay.cheap_search_prob=0.5", "selfplay.cheap_simulations=1")
+    counters = train(cfg, show_progress=False)
+    window = replay_window(tmp_path / "checkpoints" / "t" / "ckpt-00001.pt")
+    assert counters.positions == len(window) >= 60  # the phase's target counts training positions
+    acc = EventAccumulator(str(tmp_path / "logs" / "t"))
+    acc.Reload()
+    (share,) = acc.Scalars("selfplay/cheap_move_share")
+    (moves_per_s,) = acc.Scalars("perf/selfplay_positions_per_s")
+    assert 0.3 < share.value < 0.7 and moves_per_s.value > 0
+    assert "cheap)" in (tmp_path / "logs" / "t" / "azshogi.log").read_text()

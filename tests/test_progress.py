@@ -93,6 +93,16 @@ def test_a_later_phase_shows_the_time_left_from_the_start():
     assert bar.text().endswith("00:01, ~01:40 left")
 
 
+def test_with_playout_caps_the_moves_still_needed_count_the_cheap_ones():
+    # Half the moves are cheap searches, no positions: 1000 positions are about 2000 moves.
+    clock = FakeClock()
+    bar = SelfPlayProgress("self-play → checkpoint 1", 1000, 8, (1, 100), True, FakeWriter(), [].append,
+                           show=False, quiet_lines=False, clock=clock, moves_per_position=2.0)
+    clock.advance(1)
+    bar.update(SelfPlayCount(moves=10))
+    assert bar.text().endswith("00:01, ~03:20 left") and bar.share() == pytest.approx(10 / 2010)
+
+
 def test_live_scalars_come_every_interval_at_steps_within_the_phase():
     clock, writer = FakeClock(), FakeWriter()
     bar = progress(clock, writer)
