@@ -95,20 +95,26 @@ def check_game(game: dict, finished, rules: Rules) -> None:
     assert game["result"] & ~0x3 == EXPECTED_FLAGS.get(finished.termination, 0)
 
 
-def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
-    # The loop's own self-play: a 1x16 network, Gumbel search with 4 simulations, 12-ply games.
+def selfplay_games(tmp_path, games: int, *overrides: str):
+    """The loop's own self-play (a 1x16 network, Gumbel search with 4 simulations, 3 actors):
+    its first `games` finished games, written by an Hcpe3Writer; (games, path, rules)."""
     cfg = small_config(tmp_path, "selfplay.num_actors=3", "search.num_simulations=4",
-                       "search.max_num_considered_actions=4", "rules.max_plies=12")
+                       "search.max_num_considered_actions=4", *overrides)
     assert cfg.search.kind.value == "gumbel" and (cfg.model.blocks, cfg.model.channels) == (1, 16)
-    selfplay, rules = Loop(cfg, show_progress=False).selfplay, rules_of(cfg)
+    selfplay = Loop(cfg, show_progress=False).selfplay
     finished = []
-    for game in selfplay.play(until=lambda: len(finished) >= 3):
+    for game in selfplay.play(until=lambda: len(finished) >= games):
         finished.append(game)
     writer = Hcpe3Writer()
     for game in finished:
         writer.add(game)
     path = writer.flush(tmp_path / "hcpe3" / "games.hcpe3")
     assert writer.games == 0 and writer.flush(tmp_path / "other.hcpe3") is None
+    return finished, path, rules_of(cfg)
+
+
+def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
+    finished, path, rules = selfplay_games(tmp_path, 3, "rules.max_plies=12")
     games = read_games(path.read_bytes())
     assert len(games) == len(finished)
     for game, done in zip(games, finished):
@@ -120,17 +126,8 @@ def test_cheap_searches_are_written_as_moves_without_candidates(tmp_path):
     # Playout-cap randomization: about half the moves are cheap searches, no training positions.
     # Each game is written whole (it replays to its end), its training positions with their
     # targets; azshogi's reader (the loop's seeding, azshogi-pretrain) takes back exactly those.
-    cfg = small_config(tmp_path, "selfplay.num_actors=3", "search.num_simulations=4",
-                       "search.max_num_considered_actions=4", "rules.max_plies=16",
-                       "selfplay.cheap_search_prob=0.5", "selfplay.cheap_simulations=1")
-    selfplay, rules = Loop(cfg, show_progress=False).selfplay, rules_of(cfg)
-    finished = []
-    for game in selfplay.play(until=lambda: len(finished) >= 4):
-        finished.append(game)
-    writer = Hcpe3Writer()
-    for game in finished:
-        writer.add(game)
-    path = writer.flush(tmp_path / "games.hcpe3")
+    finished, path, rules = selfplay_games(tmp_path, 4, "rules.max_plies=16", "selfplay.cheap_search_prob=0.5",
+                                           "selfplay.cheap_simulations=1")
     for game, done in zip(read_games(path.read_bytes()), finished):
         check_game(game, done, rules)
     recorded, moves = sum(len(f.record) for f in finished), sum(f.length for f in finished)
