@@ -10,9 +10,11 @@ from cshogi import dlshogi
 from hydra import compose, initialize_config_module
 
 from azshogi.config import Config, register_configs, to_config
+from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.selfplay.actors import FinishedGame, sparse_policy
 from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.rules import Rules, outcome, winner
+from azshogi.train.loop import Loop, rules_of
 
 # Games that end in each way, as (start SFEN or None for the initial position, USI moves).
 PERPETUAL_CHECK = ("8k/9/R8/9/9/9/9/9/4K4 b - 1", ["9c9a", "1a1b", "9a9b", "1b1a", "9b9a"])
@@ -100,3 +102,21 @@ def write_hcpe(path: Path, n: int, seed: int) -> np.ndarray:
         records["gameResult"][i] = cshogi.BLACK_WIN if board.turn == cshogi.BLACK else cshogi.WHITE_WIN
     records.tofile(path)
     return records
+
+
+def selfplay_games(tmp_path, games: int, *overrides: str):
+    """The loop's own self-play (a 1x16 network, Gumbel search with 4 simulations, 3 actors):
+    its first `games` finished games, written by an Hcpe3Writer; (games, path, rules)."""
+    cfg = small_config(tmp_path, "selfplay.num_actors=3", "search.num_simulations=4",
+                       "search.max_num_considered_actions=4", *overrides)
+    assert cfg.search.kind.value == "gumbel" and (cfg.model.blocks, cfg.model.channels) == (1, 16)
+    selfplay = Loop(cfg, show_progress=False).selfplay
+    finished = []
+    for game in selfplay.play(until=lambda: len(finished) >= games):
+        finished.append(game)
+    writer = Hcpe3Writer()
+    for game in finished:
+        writer.add(game)
+    path = writer.flush(tmp_path / "hcpe3" / "games.hcpe3")
+    assert writer.games == 0 and writer.flush(tmp_path / "other.hcpe3") is None
+    return finished, path, rules_of(cfg)

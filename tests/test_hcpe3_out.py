@@ -14,13 +14,12 @@ from interop_helpers import (
     PERPETUAL_CHECK,
     REPETITION,
     play_script,
-    small_config,
+    selfplay_games,
 )
 
 from azshogi.formats.dlshogi import Hcpe3Writer, load_records, read_hcpe3
 from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, Termination, outcome
-from azshogi.train.loop import Loop, rules_of
 
 # --- the format, as REFERENCE.md and dlshogi's cppshogi.h describe it ---
 HEADER = np.dtype([("hcp", "u1", 32), ("moveNum", "<u2"), ("result", "u1"), ("opponent", "u1")])
@@ -93,24 +92,6 @@ def check_game(game: dict, finished, rules: Rules) -> None:
     win = {None: 0, cshogi.BLACK: 1, cshogi.WHITE: 2}[finished.winner]
     assert game["result"] & 0x3 == win
     assert game["result"] & ~0x3 == EXPECTED_FLAGS.get(finished.termination, 0)
-
-
-def selfplay_games(tmp_path, games: int, *overrides: str):
-    """The loop's own self-play (a 1x16 network, Gumbel search with 4 simulations, 3 actors):
-    its first `games` finished games, written by an Hcpe3Writer; (games, path, rules)."""
-    cfg = small_config(tmp_path, "selfplay.num_actors=3", "search.num_simulations=4",
-                       "search.max_num_considered_actions=4", *overrides)
-    assert cfg.search.kind.value == "gumbel" and (cfg.model.blocks, cfg.model.channels) == (1, 16)
-    selfplay = Loop(cfg, show_progress=False).selfplay
-    finished = []
-    for game in selfplay.play(until=lambda: len(finished) >= games):
-        finished.append(game)
-    writer = Hcpe3Writer()
-    for game in finished:
-        writer.add(game)
-    path = writer.flush(tmp_path / "hcpe3" / "games.hcpe3")
-    assert writer.games == 0 and writer.flush(tmp_path / "other.hcpe3") is None
-    return finished, path, rules_of(cfg)
 
 
 def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
