@@ -92,6 +92,10 @@ HOUR = "trains for an hour or more; test_loop.py and test_resume.py run the loop
 NEEDS_CUDA = "needs CUDA (without it: one line, test_cli_errors.py)"
 OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/benchmarks.md)"
 
+# docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
+STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"))
+STRENGTH_RUN = Check("trains for 30 minutes")
+
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
     "pip install torch==2.13.0 -e . && azshogi": Skip("installs azshogi; `azshogi` then trains until Ctrl-C"),
@@ -189,12 +193,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'azshogi-bench usi checkpoints/myrun/ckpt-00040.pt --go "byoyomi 3000" --option BatchSize=32': Skip(BENCH),
     "azshogi-bench usi --model 10x192 --repeats 3 --option BatchSize=32 --option Threads=2": Skip(BENCH),
     # docs/strength.md
-    "timeout -s TERM 2400 azshogi +experiment=cpu eval.every=2 eval.games=20 eval.num_simulations=16":
+    "timeout -s TERM 2400 azshogi +experiment=cpu model.blocks=4 model.channels=48 search.num_simulations=16 search.max_num_considered_actions=8 "
+    "eval.every=2 eval.games=20 eval.num_simulations=16":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
-    "timeout -s TERM 1800 azshogi +experiment=cpu eval.every=3 eval.games=20": Check("trains for 30 minutes"),
-    "timeout -s TERM 1800 azshogi +experiment=cpu eval.every=3 eval.games=20 train.value_target_root_weight=0.0 "
-    "run=cpu0": Check("trains for 30 minutes"),
+    "timeout -s TERM 1800 azshogi +experiment=cpu model.blocks=4 model.channels=48 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=3 eval.games=20":
+        Check("trains for 30 minutes"),
+    "timeout -s TERM 1800 azshogi +experiment=cpu model.blocks=4 model.channels=48 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=3 eval.games=20 "
+    "train.value_target_root_weight=0.0 run=cpu0": Check("trains for 30 minutes"),
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating":
         Skip("needs matplotlib and the 30-minute run's logs; without matplotlib: one line, test_docs.py"),
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-train.png train/policy_loss train/value_loss "
@@ -203,6 +209,21 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "nodes=2")),
     "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt random --games 100 --in-flight 100 -a nodes=64 "
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "nodes=2")),
+    **{f"timeout -s TERM 1800 azshogi +experiment=cpu {overrides}": STRENGTH_RUN for overrides in (
+        "model.blocks=3 model.channels=32 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=0 loop.keep_checkpoints=100 run=a",
+        "model.blocks=3 model.channels=32 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=0 loop.keep_checkpoints=100 "
+        "selfplay.cheap_search_prob=0.75 selfplay.cheap_simulations=4 loop.positions_per_checkpoint=3000 run=b",
+        "model.blocks=3 model.channels=32 eval.every=0 loop.keep_checkpoints=100 search.num_simulations=32 "
+        "search.max_num_considered_actions=32 run=c",
+        "model.blocks=3 model.channels=32 eval.every=0 loop.keep_checkpoints=100 search.num_simulations=64 "
+        "search.max_num_considered_actions=64 run=d")},
+    **{f"azshogi-arena search:checkpoints/{run}/{name} {opponent} --games 100 --in-flight 100 -a nodes=64 "
+       f"--max-plies 256 --records matches/{run}-{opponent}": Run(ARENA + ("-a", "nodes=2"))
+       for run, name in STRENGTH_RUNS for opponent in ("greedy", "random") if opponent == "greedy" or run in "cd"},
+    "python docs/tools/value_material.py checkpoints/b/ckpt-00058.pt logs/b/hcpe3 matches/b-greedy --newest 4":
+        Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
+    "python docs/tools/value_material.py checkpoints/c/ckpt-00024.pt logs/c/hcpe3 matches/c-greedy --newest 4":
+        Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt random --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "simulations=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
@@ -266,7 +287,7 @@ def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch)
     home = tmp_path / "home"
     home.mkdir()
     for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"),
-                      ("cpu", "ckpt-00010.pt")):
+                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS):
         (tmp_path / "checkpoints" / run).mkdir(parents=True, exist_ok=True)
         make_tiny_checkpoint(tmp_path / "checkpoints" / run / name, seed=len(name))
     monkeypatch.chdir(tmp_path)
