@@ -95,6 +95,8 @@ OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/ben
 # docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
 STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"))
 STRENGTH_RUN = Check("trains for 30 minutes")
+NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
+MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
@@ -193,13 +195,12 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'azshogi-bench usi checkpoints/myrun/ckpt-00040.pt --go "byoyomi 3000" --option BatchSize=32': Skip(BENCH),
     "azshogi-bench usi --model 10x192 --repeats 3 --option BatchSize=32 --option Threads=2": Skip(BENCH),
     # docs/strength.md
-    "timeout -s TERM 2400 azshogi +experiment=cpu model.blocks=4 model.channels=48 search.num_simulations=16 search.max_num_considered_actions=8 "
-    "eval.every=2 eval.games=20 eval.num_simulations=16":
+    f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
-    "timeout -s TERM 1800 azshogi +experiment=cpu model.blocks=4 model.channels=48 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=3 eval.games=20":
+    f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20":
         Check("trains for 30 minutes"),
-    "timeout -s TERM 1800 azshogi +experiment=cpu model.blocks=4 model.channels=48 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=3 eval.games=20 "
+    f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 "
     "train.value_target_root_weight=0.0 run=cpu0": Check("trains for 30 minutes"),
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating":
         Skip("needs matplotlib and the 30-minute run's logs; without matplotlib: one line, test_docs.py"),
@@ -210,8 +211,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt random --games 100 --in-flight 100 -a nodes=64 "
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "nodes=2")),
     **{f"timeout -s TERM 1800 azshogi +experiment=cpu {overrides}": STRENGTH_RUN for overrides in (
-        "model.blocks=3 model.channels=32 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=0 loop.keep_checkpoints=100 run=a",
-        "model.blocks=3 model.channels=32 search.num_simulations=16 search.max_num_considered_actions=8 eval.every=0 loop.keep_checkpoints=100 "
+        f"model.blocks=3 model.channels=32 {NARROW} eval.every=0 loop.keep_checkpoints=100 run=a",
+        f"model.blocks=3 model.channels=32 {NARROW} eval.every=0 loop.keep_checkpoints=100 "
         "selfplay.cheap_search_prob=0.75 selfplay.cheap_simulations=4 loop.positions_per_checkpoint=3000 run=b",
         "model.blocks=3 model.channels=32 eval.every=0 loop.keep_checkpoints=100 search.num_simulations=32 "
         "search.max_num_considered_actions=32 run=c",
