@@ -6,10 +6,10 @@ RECORDS: self-play hcpe3 files (`logs/<run>/hcpe3/*.hcpe3`) and/or CSA game reco
 `--records` folder), files or folders (with `--newest N`, only the newest N hcpe3 files of a
 folder by name: a run's last self-play phases). Every K-th position of each game (default 3, so
 both sides to move) is evaluated by the checkpoint's network; each position's material balance
-is counted from the side to move with a fixed yardstick (pawn 1, lance 3, knight 4, silver 5,
-gold and promoted minor pieces 6, bishop 8, rook 10, horse 10, dragon 12; hand pieces at their
-unpromoted value). azshogi never trains on it: it only shows how the value head and the games'
-results relate to material.
+is counted from the side to move with the greedy baseline's yardstick (play/players.py: pawn 1,
+lance 3, knight 4, silver 5, gold and promoted minor pieces 6, bishop 8, rook 10, horse 10,
+dragon 12; hand pieces at their unpromoted value). azshogi never trains on it: it only shows how
+the value head and the games' results relate to material.
 
 Prints, per source kind, the correlation of the network's win rate with material, and per
 material band the positions, the mean result of the game for the side to move (a win 1, a draw
@@ -24,10 +24,11 @@ from pathlib import Path
 import cshogi
 import numpy as np
 
-VALUES = {cshogi.PAWN: 1, cshogi.LANCE: 3, cshogi.KNIGHT: 4, cshogi.SILVER: 5, cshogi.GOLD: 6,
-          cshogi.BISHOP: 8, cshogi.ROOK: 10, cshogi.PROM_PAWN: 6, cshogi.PROM_LANCE: 6, cshogi.PROM_KNIGHT: 6,
-          cshogi.PROM_SILVER: 6, cshogi.PROM_BISHOP: 10, cshogi.PROM_ROOK: 12}
-HAND_VALUES = (1, 3, 4, 5, 6, 8, 10)  # cshogi's hand order: pawn, lance, knight, silver, gold, bishop, rook
+from azshogi.play.players import PIECE_VALUES  # the greedy baseline's yardstick
+
+# cshogi's hand order: pawn, lance, knight, silver, gold, bishop, rook
+HAND_VALUES = PIECE_VALUES[[cshogi.PAWN, cshogi.LANCE, cshogi.KNIGHT, cshogi.SILVER, cshogi.GOLD, cshogi.BISHOP,
+                            cshogi.ROOK]]
 BANDS = ((-999, -30), (-30, -10), (-10, -3), (-3, 3), (3, 10), (10, 30), (30, 999))
 
 
@@ -37,11 +38,11 @@ def material(board: cshogi.Board) -> int:
     for square in range(81):
         piece = board.piece(square)
         if piece:
-            value = VALUES.get(piece & 15, 0)
+            value = PIECE_VALUES[piece & 15]
             total += -value if piece & 16 else value
     black, white = board.pieces_in_hand
     total += sum(n * v for n, v in zip(black, HAND_VALUES)) - sum(n * v for n, v in zip(white, HAND_VALUES))
-    return total if board.turn == cshogi.BLACK else -total
+    return int(total) if board.turn == cshogi.BLACK else -int(total)
 
 
 def positions(path: Path, every: int):
