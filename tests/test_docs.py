@@ -93,7 +93,8 @@ NEEDS_CUDA = "needs CUDA (without it: one line, test_cli_errors.py)"
 OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/benchmarks.md)"
 
 # docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
-STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"))
+STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"),
+                 ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -217,10 +218,15 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         "model.blocks=3 model.channels=32 eval.every=0 loop.keep_checkpoints=100 search.num_simulations=32 "
         "search.max_num_considered_actions=32 run=c",
         "model.blocks=3 model.channels=32 eval.every=0 loop.keep_checkpoints=100 search.num_simulations=64 "
-        "search.max_num_considered_actions=64 run=d")},
+        "search.max_num_considered_actions=64 run=d",
+        "eval.every=0 loop.keep_checkpoints=100 run=f",
+        "eval.every=0 loop.keep_checkpoints=100 loop.steps_per_checkpoint=200 run=e",
+        "eval.every=0 loop.keep_checkpoints=100 loop.steps_per_checkpoint=70 run=g")},
     **{f"azshogi-arena search:checkpoints/{run}/{name} {opponent} --games 100 --in-flight 100 -a nodes=64 "
        f"--max-plies 256 --records matches/{run}-{opponent}": Run(ARENA + ("-a", "nodes=2"))
-       for run, name in STRENGTH_RUNS for opponent in ("greedy", "random") if opponent == "greedy" or run in "cd"},
+       for run, name in STRENGTH_RUNS for opponent in ("greedy", "random") if opponent == "greedy" or run in "cdf"},
+    "azshogi-arena search:checkpoints/f/ckpt-00006.pt greedy --games 40 --in-flight 40 -a nodes=64 --max-plies 256":
+        Run(ARENA + ("-a", "nodes=2")),
     "python docs/tools/value_material.py checkpoints/b/ckpt-00058.pt logs/b/hcpe3 matches/b-greedy --newest 4":
         Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
     "python docs/tools/value_material.py checkpoints/c/ckpt-00024.pt logs/c/hcpe3 matches/c-greedy --newest 4":
@@ -288,7 +294,7 @@ def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch)
     home = tmp_path / "home"
     home.mkdir()
     for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"),
-                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS):
+                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS, ("f", "ckpt-00006.pt")):
         (tmp_path / "checkpoints" / run).mkdir(parents=True, exist_ok=True)
         make_tiny_checkpoint(tmp_path / "checkpoints" / run / name, seed=len(name))
     monkeypatch.chdir(tmp_path)
