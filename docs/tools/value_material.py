@@ -24,11 +24,11 @@ from pathlib import Path
 import cshogi
 import numpy as np
 
-from azshogi.play.players import PIECE_VALUES  # the greedy baseline's yardstick
+from azshogi.play.players import HAND_VALUES, PIECE_VALUES  # the greedy baseline's yardstick
 
-# cshogi's hand order: pawn, lance, knight, silver, gold, bishop, rook
-HAND_VALUES = PIECE_VALUES[[cshogi.PAWN, cshogi.LANCE, cshogi.KNIGHT, cshogi.SILVER, cshogi.GOLD, cshogi.BISHOP,
-                            cshogi.ROOK]]
+# the values of a hand's counts, in cshogi's hand order: pawn, lance, knight, silver, gold, bishop, rook
+HAND_ORDER_VALUES = HAND_VALUES[[cshogi.PAWN, cshogi.LANCE, cshogi.KNIGHT, cshogi.SILVER, cshogi.GOLD,
+                                 cshogi.BISHOP, cshogi.ROOK]]
 BANDS = ((-999, -30), (-30, -10), (-10, -3), (-3, 3), (3, 10), (10, 30), (30, 999))
 
 
@@ -41,7 +41,7 @@ def material(board: cshogi.Board) -> int:
             value = PIECE_VALUES[piece & 15]
             total += -value if piece & 16 else value
     black, white = board.pieces_in_hand
-    total += sum(n * v for n, v in zip(black, HAND_VALUES)) - sum(n * v for n, v in zip(white, HAND_VALUES))
+    total += float(np.dot(black, HAND_ORDER_VALUES) - np.dot(white, HAND_ORDER_VALUES))
     return int(total) if board.turn == cshogi.BLACK else -int(total)
 
 
