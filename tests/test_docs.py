@@ -94,7 +94,8 @@ OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/ben
 
 # docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
 STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"),
-                 ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"))
+                 ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"), ("h", "ckpt-00038.pt"),
+                 ("i", "ckpt-00035.pt"), ("j", "ckpt-00041.pt"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -109,6 +110,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi --help": Skip("test_cli_errors.py::test_help_says_what_the_program_is"),
     "tensorboard --logdir logs": Skip("a web server"),
     "pip install torch==2.13.0 -e . && azshogi run=gpu model=large": Skip("installs azshogi; " + NEEDS_CUDA),
+    "azshogi +experiment=gpu": Check(NEEDS_CUDA),
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=20": Check(BENCH),
     "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/":
@@ -221,11 +223,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         "search.max_num_considered_actions=64 run=d",
         "eval.every=0 loop.keep_checkpoints=100 run=f",
         "eval.every=0 loop.keep_checkpoints=100 loop.steps_per_checkpoint=200 run=e",
-        "eval.every=0 loop.keep_checkpoints=100 loop.steps_per_checkpoint=70 run=g")},
+        "eval.every=0 loop.keep_checkpoints=100 loop.steps_per_checkpoint=70 run=g",
+        "eval.every=0 loop.keep_checkpoints=100 selfplay.num_actors=256 replay.capacity=200000 run=h",
+        "eval.every=0 loop.keep_checkpoints=100 train.value_target_root_weight=0.5 replay.capacity=200000 run=i",
+        "eval.every=0 loop.keep_checkpoints=100 run=j")},
     **{f"azshogi-arena search:checkpoints/{run}/{name} {opponent} --games 100 --in-flight 100 -a nodes=64 "
        f"--max-plies 256 --records matches/{run}-{opponent}": Run(ARENA + ("-a", "nodes=2"))
-       for run, name in STRENGTH_RUNS for opponent in ("greedy", "random") if opponent == "greedy" or run in "cdf"},
+       for run, name in STRENGTH_RUNS for opponent in ("greedy", "random") if opponent == "greedy" or run in "cdfj"},
     "azshogi-arena search:checkpoints/f/ckpt-00006.pt greedy --games 40 --in-flight 40 -a nodes=64 --max-plies 256":
+        Run(ARENA + ("-a", "nodes=2")),
+    "azshogi-arena search:checkpoints/j/ckpt-00012.pt greedy --games 40 --in-flight 40 -a nodes=64 --max-plies 256":
         Run(ARENA + ("-a", "nodes=2")),
     "python docs/tools/value_material.py checkpoints/b/ckpt-00058.pt logs/b/hcpe3 matches/b-greedy --newest 4":
         Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
@@ -294,7 +301,7 @@ def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch)
     home = tmp_path / "home"
     home.mkdir()
     for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"),
-                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS, ("f", "ckpt-00006.pt")):
+                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS, ("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt")):
         (tmp_path / "checkpoints" / run).mkdir(parents=True, exist_ok=True)
         make_tiny_checkpoint(tmp_path / "checkpoints" / run / name, seed=len(name))
     monkeypatch.chdir(tmp_path)
