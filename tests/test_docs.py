@@ -96,6 +96,7 @@ OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/ben
 STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"),
                  ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"), ("h", "ckpt-00038.pt"),
                  ("i", "ckpt-00035.pt"), ("j", "ckpt-00041.pt"))
+CURVE_CHECKPOINTS = (("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt"))  # 40-game matches of the curves
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -230,10 +231,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"azshogi-arena search:checkpoints/{run}/{name} {opponent} --games 100 --in-flight 100 -a nodes=64 "
        f"--max-plies 256 --records matches/{run}-{opponent}": Run(ARENA + ("-a", "nodes=2"))
        for run, name in STRENGTH_RUNS for opponent in ("greedy", "random") if opponent == "greedy" or run in "cdfj"},
-    "azshogi-arena search:checkpoints/f/ckpt-00006.pt greedy --games 40 --in-flight 40 -a nodes=64 --max-plies 256":
-        Run(ARENA + ("-a", "nodes=2")),
-    "azshogi-arena search:checkpoints/j/ckpt-00012.pt greedy --games 40 --in-flight 40 -a nodes=64 --max-plies 256":
-        Run(ARENA + ("-a", "nodes=2")),
+    **{f"azshogi-arena search:checkpoints/{run}/{name} greedy --games 40 --in-flight 40 -a nodes=64 --max-plies 256":
+       Run(ARENA + ("-a", "nodes=2")) for run, name in CURVE_CHECKPOINTS},
     "python docs/tools/value_material.py checkpoints/b/ckpt-00058.pt logs/b/hcpe3 matches/b-greedy --newest 4":
         Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
     "python docs/tools/value_material.py checkpoints/c/ckpt-00024.pt logs/c/hcpe3 matches/c-greedy --newest 4":
@@ -301,7 +300,7 @@ def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch)
     home = tmp_path / "home"
     home.mkdir()
     for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"),
-                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS, ("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt")):
+                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS, *CURVE_CHECKPOINTS):
         (tmp_path / "checkpoints" / run).mkdir(parents=True, exist_ok=True)
         make_tiny_checkpoint(tmp_path / "checkpoints" / run / name, seed=len(name))
     monkeypatch.chdir(tmp_path)
