@@ -6,8 +6,11 @@ search itself — descents, leaf preparation (rules, legal moves, features), exp
 
 Prints, per batch size and position, the CPU time per leaf (process time, so that other
 programs on a shared machine count less; min and median of the repeats) and, where the search
-has them, the shares of its parts. Works on older azshogi versions too (their GameSearch.run took
-a should_stop callback): run it with PYTHONPATH pointing at another checkout to compare.
+has them, the shares of its parts: descend_together (the descents, level by level),
+prepare_paths (the leaves: rules, legal moves, features), evaluate_and_expand (sealing the leaf
+batch — packed planes and labels — the stand-in's answer and the expansion), back_up. Works on
+older azshogi versions too (their GameSearch.run took a should_stop callback, their evaluators
+dense planes): run it with PYTHONPATH pointing at another checkout to compare.
 """
 from __future__ import annotations
 
@@ -30,23 +33,38 @@ PARTS = ("_descend_together", "_prepare_paths", "_evaluate_and_expand", "_back_u
 
 
 class InstantEvaluator:
-    """Precomputed pseudo-random logits and win probabilities: costs nothing per call."""
+    """Precomputed pseudo-random logits and win probabilities: costs nothing per call. Speaks the
+    evaluator interface of the azshogi it runs with: leaf batches (search/batch.py: the logits of
+    the leaves' legal moves, flat) or, before them, dense planes in and full policy rows out."""
 
     def __init__(self):
         rng = np.random.default_rng(0)
         self.logits = rng.normal(0, 2, (4096, 2187)).astype(np.float32)
+        self.flat = self.logits[:, :600].reshape(-1)  # legal moves' logits, taken in turn
         self.values = rng.uniform(0.3, 0.7, 4096).astype(np.float32)
-        self.stats, self.i = EvalStats(), 0
+        self.stats, self.i, self.j = EvalStats(), 0, 0
+        try:
+            from azshogi.search.batch import LeafBatch
+        except ImportError:  # an azshogi from before the leaf batches
+            LeafBatch = None
+        self.leaf_batch = LeafBatch
 
     def allocate(self, batch):
-        return features.allocate(batch)
+        return self.leaf_batch(batch) if self.leaf_batch else features.allocate(batch)
 
-    def evaluate(self, features1, features2):
-        n = len(features1)
+    def evaluate(self, *planes_or_batch):
+        if self.leaf_batch:
+            (batch,) = planes_or_batch
+            n, labels = batch.size, batch.num_labels
+            j, self.j = self.j, (self.j + labels) % (len(self.flat) // 2)
+            logits = self.flat[j:j + labels]
+        else:
+            n = len(planes_or_batch[0])
+            logits = self.logits[self.i:self.i + n]
         self.stats.calls += 1
         self.stats.positions += n
         i, self.i = self.i, (self.i + n) % 2048
-        return self.logits[i:i + n], self.values[i:i + n]
+        return logits, self.values[i:i + n]
 
 
 def timed_parts() -> dict:
@@ -97,7 +115,7 @@ def main() -> None:
             runs = [one_search(batch, moves, args.nodes) for _ in range(args.repeats)]
             per_leaf = [1e6 * seconds / leaves for seconds, leaves, _ in runs]
             total = sum(seconds for seconds, _, _ in runs)
-            parts = ", ".join(f"{k.strip('_')} {v / total:.0%}" for k, v in spent.items())
+            parts = ", ".join(f"{k.strip('_')} {spent[k] / total:.0%}" for k in PARTS if k in spent)
             print(f"{batch:5d} {name:9} {min(per_leaf):11.1f} {statistics.median(per_leaf):7.1f} "
                   f"{runs[0][2]:10.1f}  {parts}", flush=True)
 
