@@ -53,3 +53,68 @@ def test_non_finite_steps_are_skipped_then_stop_the_run(tiny_net):
     with pytest.raises(TrainingDiverged, match="3 training steps in a row"):
         trainer.step(bad)
     assert trainer.skipped == 5
+
+
+def cpu_scaled_trainer(net, init_scale=2.0 ** 10):
+    """A trainer whose loss scaler is on although it trains on the CPU: torch's GradScaler works
+    there too, so AMP's skip path runs without a GPU. (Production turns the scaler on with AMP
+    on CUDA only.)"""
+    trainer = Trainer(net, TrainConfig(lr=0.05, warmup_steps=0, max_consecutive_skips=10), torch.device("cpu"))
+    assert not trainer.scaler.is_enabled()
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    return trainer
+
+
+def weights(net):
+    return {k: v.clone() for k, v in net.state_dict().items()}
+
+
+def assert_unchanged(net, before):
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, before[k]), k  # weights and batch-norm statistics
+
+
+def test_a_non_finite_loss_under_loss_scaling_is_a_skipped_step_that_lowers_the_scale(tiny_net):
+    # An fp16 overflow in the forward pass gives a non-finite loss: no backward pass runs, so the
+    # scaler has recorded no inf check and cannot back off by itself.
+    trainer = cpu_scaled_trainer(tiny_net)
+    backoff = trainer.scaler.get_backoff_factor()
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    for expected_scale in (2.0 ** 10 * backoff, 2.0 ** 10 * backoff ** 2):  # the very first step too
+        before = weights(tiny_net)
+        metrics = trainer.step(bad)
+        assert metrics.skipped and not math.isfinite(metrics.policy_loss)
+        assert_unchanged(tiny_net, before)
+        assert trainer.scaler.get_scale() == expected_scale
+    scale = trainer.scaler.get_scale()
+    before = weights(tiny_net)
+    good = trainer.step(fixed_batch())  # the run goes on: a finite step trains at the lower scale
+    assert not good.skipped and math.isfinite(good.grad_norm)
+    assert any(not torch.equal(v, before[k]) for k, v in tiny_net.state_dict().items())
+    assert trainer.scaler.get_scale() == scale and trainer.skipped == 2 and trainer.consecutive_skips == 0
+    trainer.step(bad)  # after steps that updated the scaler normally
+    assert trainer.scaler.get_scale() == scale * backoff and trainer.skipped == 3
+
+
+class SteepPolicy(torch.nn.Module):
+    """The network with its policy logits multiplied by 100: finite losses, steep gradients."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x1, x2):
+        policy, value = self.net(x1, x2)
+        return policy * 100.0, value
+
+
+def test_a_finite_loss_with_overflowing_gradients_is_skipped_and_lowers_the_scale(tiny_net):
+    # A scale near float32's largest value makes the scaled gradients overflow (as fp16's do).
+    model = SteepPolicy(tiny_net)
+    trainer = cpu_scaled_trainer(model, init_scale=2.0 ** 127)
+    before = weights(model)
+    metrics = trainer.step(fixed_batch())
+    assert metrics.skipped and math.isfinite(metrics.policy_loss) and math.isfinite(metrics.value_loss)
+    assert_unchanged(model, before)
+    assert trainer.scaler.get_scale() == 2.0 ** 127 * trainer.scaler.get_backoff_factor()

@@ -111,8 +111,12 @@ class Trainer:
         loss = p_loss + cfg.value_loss_weight * v_loss
         self.optimizer.zero_grad(set_to_none=True)
         grad_norm = float("nan")
-        if bool(torch.isfinite(loss.detach())):
-            self.scaler.scale(loss).backward()
+        # The loss itself when the scaler is off; on its first use the scaler makes its scale here,
+        # which a skipped step lowers (_back_off) even when no backward pass runs.
+        scaled = self.scaler.scale(loss)
+        loss_finite = bool(torch.isfinite(loss.detach()))
+        if loss_finite:
+            scaled.backward()
             self.scaler.unscale_(self.optimizer)
             params = [p for p in model.parameters() if p.grad is not None]
             if cfg.grad_clip > 0:
@@ -125,8 +129,8 @@ class Trainer:
             with torch.no_grad():
                 for buffer, saved in zip(model.buffers(), saved_buffers):
                     buffer.copy_(saved)
-            if self.use_amp:
-                self.scaler.update()  # lowers the loss scale after an overflow
+            if self.scaler.is_enabled():
+                self._back_off(loss_finite)
             self.skipped += 1
             self.consecutive_skips += 1
             if self.consecutive_skips >= cfg.max_consecutive_skips:
@@ -138,6 +142,15 @@ class Trainer:
             self.scaler.update()
             self.consecutive_skips = 0
         return StepMetrics(p_loss.item(), v_loss.item(), entropy.item(), grad_norm, lr, skipped)
+
+    def _back_off(self, loss_finite: bool) -> None:
+        """Lowers the loss scale after a skipped step. With a finite loss, unscale_ has recorded
+        the gradients' overflow and update() backs off by itself; with a non-finite loss no
+        backward ran, nothing was recorded (update() would raise), so the scale is set by hand."""
+        if loss_finite:
+            self.scaler.update()
+        else:
+            self.scaler.update(new_scale=self.scaler.get_scale() * self.scaler.get_backoff_factor())
 
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
