@@ -142,6 +142,9 @@ class TrainConfig:
     value_loss: ValueLoss = ValueLoss.bce
     value_loss_weight: float = 1.0
     value_target_root_weight: float = 0.0  # 0 = game result only; 1 = search root value only
+    # each sampled position is trained on as its mirror image (files reflected) with probability
+    # 1/2: the rules are symmetric, so every position teaches its mirror image too
+    mirror: bool = False
     amp: bool = True  # mixed precision on CUDA (fp16 with loss scaling)
     cpu_bf16: bool = False  # bf16 autocast for training on the CPU
     max_consecutive_skips: int = 20  # non-finite steps in a row before the run stops

@@ -8,6 +8,12 @@ Packed form (what crosses a process or device boundary): every plane is 0/1, and
 62 x 81 bits of features1 followed by 57 bits of features2: PACKED_BYTES = 628 + 8 = 636 bytes
 instead of 119 x 81 float32 (38,556 bytes). Bits are in np.packbits' order (most significant
 first); `unpack` is the reference expansion, nn/leaf_network.py expands on the device.
+
+Mirror symmetry: shogi's rules are symmetric under reflecting the files (1 <-> 9, 2 <-> 8, ...;
+the start position is not, its rook and bishop swap sides). The mirror image of a position has
+its feature planes flipped along the file axis (axis -2 of a (.., 9, 9) plane; pieces in hand
+and check are unchanged) and each move's label mapped by `MIRROR_LABELS`: the square mirrored
+and the leftward and rightward directions swapped.
 """
 from __future__ import annotations
 
@@ -43,6 +49,29 @@ def _label_table() -> np.ndarray:
 
 
 LABELS = _label_table()
+
+
+def _mirror_label_table() -> np.ndarray:
+    """MIRROR_LABELS[label] = the label of the mirrored move (an involution on [0, 2187)).
+
+    dlshogi's directions: UP, UP_LEFT, UP_RIGHT, LEFT, RIGHT, DOWN, DOWN_LEFT, DOWN_RIGHT,
+    UP2_LEFT, UP2_RIGHT (0-9), the same ten promoting (10-19), then the seven drops (20-26); a
+    square is file * 9 + rank, from the side to move's view."""
+    swap = {1: 2, 2: 1, 3: 4, 4: 3, 6: 7, 7: 6, 8: 9, 9: 8}
+    direction = np.arange(NUM_LABELS) // 81
+    square = np.arange(NUM_LABELS) % 81
+    moved = np.where(direction < 20, direction % 10, direction)
+    mirrored = np.array([swap.get(int(d), int(d)) for d in moved])
+    mirrored = np.where(direction < 20, mirrored + 10 * (direction >= 10), direction)
+    return (mirrored * 81 + (8 - square // 9) * 9 + square % 9).astype(np.int64)
+
+
+MIRROR_LABELS = _mirror_label_table()
+
+
+def mirror_planes(planes: np.ndarray) -> np.ndarray:
+    """Feature planes (..., 9, 9) of the mirrored positions: the file axis reversed (a view)."""
+    return planes[..., ::-1, :]
 
 
 def labels_of(moves: np.ndarray, turns) -> np.ndarray:

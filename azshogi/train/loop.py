@@ -363,7 +363,7 @@ class Loop:
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
         with self.clock.phase("train"):
             while c.phase_steps < steps and not self.stop_requested:
-                batch = self.replay.sample(cfg.train.batch_size, self.train_rng)
+                batch = self.replay.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror)
                 metrics = self.trainer.step(batch)
                 c.phase_steps += 1
                 c.train_steps += 1

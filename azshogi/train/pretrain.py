@@ -126,7 +126,7 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
         monitor.start_bar("pretraining", p.steps, "step")
         try:
             for step in range(1, p.steps + 1):
-                metrics = trainer.step(train.sample(cfg.train.batch_size, loop.train_rng))
+                metrics = trainer.step(train.sample(cfg.train.batch_size, loop.train_rng, cfg.train.mirror))
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
                 if c.train_steps % cfg.train.log_every == 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import cshogi
 import numpy as np
@@ -145,10 +145,15 @@ class ReplayBuffer:
             raise ValueError("the replay buffer is empty")
         return (self.begin + rng.integers(0, len(self), size=batch_size)) % self.capacity
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
-        return self.gather(self.sample_indices(batch_size, rng))
+    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False) -> Batch:
+        """A minibatch drawn uniformly from the window; with `mirror`, each position is replaced
+        by its mirror image with probability 1/2 (drawn from `rng` after the positions)."""
+        slots = self.sample_indices(batch_size, rng)
+        return self.gather(slots, rng.random(batch_size) < 0.5 if mirror else None)
 
-    def gather(self, slots: np.ndarray) -> Batch:
+    def gather(self, slots: np.ndarray, mirrored: Optional[np.ndarray] = None) -> Batch:
+        """The positions in `slots` as a training batch; `mirrored` (B,) bool: the rows to give
+        as their mirror images (features.MIRROR_LABELS: planes and policy target reflected)."""
         n = len(slots)
         f1, f2 = features.allocate(n)
         features.write_from_hcps(self.hcps[slots], f1, f2, self._board)
@@ -159,6 +164,9 @@ class ReplayBuffer:
         where = (np.repeat(self.entry_start[slots], counts) + within) % self.entry_capacity
         np.add.at(policy, (rows, self.labels[where].astype(np.int64)), self.probs[where].astype(np.float32))
         policy /= np.maximum(policy.sum(axis=1, keepdims=True), 1e-12)
+        if mirrored is not None and mirrored.any():
+            f1[mirrored] = features.mirror_planes(f1[mirrored])
+            policy[mirrored] = policy[mirrored][:, features.MIRROR_LABELS]  # an involution: its own inverse
         return Batch(f1, f2, policy, self.results[slots].astype(np.float32),
                      self.root_values[slots].astype(np.float32))
 
