@@ -87,8 +87,9 @@ def timed_parts() -> dict:
     return spent
 
 
-def one_search(batch: int, moves: list, nodes: int) -> tuple[float, int, float]:
-    """(process seconds, simulations, mean forward batch) of one search from a fresh tree."""
+def one_search(batch: int, moves: list, nodes: int, spent: dict) -> tuple[float, int, float, dict]:
+    """(process seconds, simulations, mean forward batch, seconds per part) of one search from a
+    fresh tree; the root's expansion (in prepare) is not counted."""
     evaluator = InstantEvaluator()
     search = GameSearch(evaluator, Rules(), batch_size=batch, max_tree_nodes=10 * nodes + 1000)
     board = cshogi.Board()
@@ -96,26 +97,33 @@ def one_search(batch: int, moves: list, nodes: int) -> tuple[float, int, float]:
         board.push_usi(m)
     search.prepare(board, "", moves)
     anytime = hasattr(search, "run_games")  # this version: plan_step answers a step size
+    before, calls, positions = dict(spent), evaluator.stats.calls, evaluator.stats.positions
     start = time.process_time()
     report = search.run(board, len(moves), (lambda p: batch) if anytime else (lambda p: False), max_nodes=nodes)
-    return time.process_time() - start, report.nodes, evaluator.stats.positions / max(1, evaluator.stats.calls)
+    seconds = time.process_time() - start
+    mean_batch = (evaluator.stats.positions - positions) / max(1, evaluator.stats.calls - calls)
+    return seconds, report.nodes, mean_batch, {k: v - before.get(k, 0.0) for k, v in spent.items()}
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=4000, help="simulations per search (default 4000)")
     parser.add_argument("--batch", type=int, nargs="+", default=[8, 32, 256], help="BatchSize values")
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     spent = timed_parts()
     print(f"{'batch':>5} {'position':9} {'us/leaf min':>11} {'median':>7} {'mean batch':>10}  parts (share of the time)")
     for batch in args.batch:
         for name, moves in POSITIONS.items():
-            spent.clear()
-            runs = [one_search(batch, moves, args.nodes) for _ in range(args.repeats)]
-            per_leaf = [1e6 * seconds / leaves for seconds, leaves, _ in runs]
-            total = sum(seconds for seconds, _, _ in runs)
-            parts = ", ".join(f"{k.strip('_')} {spent[k] / total:.0%}" for k in PARTS if k in spent)
+            runs = [one_search(batch, moves, args.nodes, spent) for _ in range(args.repeats)]
+            per_leaf = [1e6 * seconds / leaves for seconds, leaves, _, _ in runs]
+            total = sum(seconds for seconds, _, _, _ in runs)
+            share = {k: sum(parts.get(k, 0.0) for *_, parts in runs) / total for k in PARTS if k in spent}
+            parts = ", ".join(f"{k.strip('_')} {v:.0%}" for k, v in share.items())
             print(f"{batch:5d} {name:9} {min(per_leaf):11.1f} {statistics.median(per_leaf):7.1f} "
                   f"{runs[0][2]:10.1f}  {parts}", flush=True)
 

@@ -44,7 +44,7 @@ def usiok_latency(command: list, times: int) -> list:
     return out
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", nargs="?")
     parser.add_argument("--model", metavar="BLOCKSxCHANNELS", help="an untrained network of this size")
@@ -53,7 +53,11 @@ def main() -> None:
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--engine", default=f"{sys.executable} -m azshogi.commands.usi", help="the engine command")
     parser.add_argument("--usiok", type=int, default=0, help="only time usi -> usiok of this many fresh starts")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     if args.usiok:
         times = usiok_latency(args.engine.split(), args.usiok)
         print(f"usi -> usiok: median {1000 * statistics.median(t for t, _ in times):.0f} ms, max "

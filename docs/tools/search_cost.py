@@ -4,18 +4,28 @@
     python docs/tools/search_cost.py /tmp/old selfplay table     # main before issue #9
     python docs/tools/search_cost.py .        selfplay table     # this tree
 
-`selfplay`: SelfPlay.step with 128 actors, Gumbel 32/16, one thread; prints µs per evaluation.
+`selfplay`: SelfPlay.step with 128 actors, Gumbel 32/16, one thread, three windows of 8 s after
+a 5 s warm-up; prints µs per evaluation.
 `plies`: the search on 128 positions after 30 and after 300 plies (capture-biased random play),
-windows alternating in one process; prints positions/s of each and their ratio.
+three rounds of 4 s windows alternating in one process; prints positions/s of each and their ratio.
+`--actors N` and `--window S` (seconds per window, the warm-up as long) size it down, e.g. for a test.
 Network stand-ins: `uniform` (logits 0, win probability 0.5: flat priors, shallow trees) or
 `table` (a fixed random table row chosen by a hash of the planes: peaked priors, deeper trees).
 """
+import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
 
-source, mode, network = Path(sys.argv[1]).resolve(), sys.argv[2], sys.argv[3]
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("source", help="an azshogi tree (the folder holding azshogi/)")
+parser.add_argument("mode", choices=("selfplay", "plies"))
+parser.add_argument("network", choices=("uniform", "table"))
+parser.add_argument("--actors", type=int, default=128, help="games (selfplay) or positions per set (plies)")
+parser.add_argument("--window", type=float, help="seconds per measuring window (default 8 selfplay, 4 plies)")
+args = parser.parse_args()
+source, mode, network = Path(args.source).resolve(), args.mode, args.network
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f)]  # import azshogi from `source`
 sys.path.insert(0, str(source))
 import cshogi  # noqa: E402
@@ -92,7 +102,7 @@ def main():
         evaluator = LeafEvaluator()
     except ImportError:
         evaluator = DenseEvaluator()
-    actors, rules = 128, Rules()
+    actors, rules = args.actors, Rules()
     search = GumbelSearch(evaluator, rules, actors, 32, 16)
     if mode == "plies":
         sets = {p: positions(actors, 7 + p, p) for p in (30, 300)}
@@ -103,7 +113,7 @@ def main():
         for _ in range(3):
             for p in sets:
                 start, n = time.perf_counter(), 0
-                while time.perf_counter() - start < 4:
+                while time.perf_counter() - start < (args.window or 4):
                     search.run(sets[p], np.full(actors, p), rngs)
                     n += actors
                 rates[p].append(n / (time.perf_counter() - start))
@@ -114,12 +124,12 @@ def main():
         return
     selfplay = SelfPlay(search, rules, actors, seed=0)
     start = time.perf_counter()
-    while time.perf_counter() - start < 5:
+    while time.perf_counter() - start < (args.window or 5):
         selfplay.step()
     runs = []
     for _ in range(3):
         before, start = evaluator.stats.positions, time.perf_counter()
-        while time.perf_counter() - start < 8:
+        while time.perf_counter() - start < (args.window or 8):
             selfplay.step()
         runs.append((time.perf_counter() - start) / (evaluator.stats.positions - before) * 1e6)
     print(f"{source.name}: {statistics.median(runs):.2f} us per evaluation (windows: "
