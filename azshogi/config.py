@@ -169,7 +169,11 @@ class EvalConfig:
     num_simulations: int = 0  # the evaluated model's simulations per move; 0 = search.num_simulations
     opening_plies: int = 4  # uniformly random plies opening each pair of games, for variety
     max_plies: int = 0  # a game reaching this ply is a draw; 0 = rules.max_plies
-    anchors: List[str] = field(default_factory=lambda: ["random", "greedy"])  # fixed opponents
+    # fixed opponents: rungs of the ladder (play/ladder.py): random, greedy, Fairy-Stockfish rungs
+    anchors: List[str] = field(default_factory=lambda: ["random", "greedy"])
+    # also play the N rungs of the ladder nearest to the last rating (0 = off): the run keeps
+    # meeting opponents of its strength as it climbs (Fairy-Stockfish rungs need it installed)
+    ladder: int = 0
     previous: bool = True  # also play the last evaluated checkpoint (for the rating curve)
     usi_engine: Optional[str] = None  # an external USI engine command as a further anchor
     usi_options: Dict[str, str] = field(default_factory=dict)  # its setoption values
@@ -349,8 +353,8 @@ def _validate_eval(ev: EvalConfig) -> None:
            ev.num_simulations)
     _check(ev.opening_plies >= 0, "eval.opening_plies", "must be >= 0", ev.opening_plies)
     _check(ev.max_plies >= 0, "eval.max_plies", "must be >= 0 (0 = rules.max_plies)", ev.max_plies)
-    for anchor in ev.anchors:
-        _check(anchor in ("random", "greedy"), "eval.anchors", "allowed: random, greedy", list(ev.anchors))
+    # eval.anchors name rungs of the ladder: play/gauntlet.check_settings checks them at start-up
+    _check(ev.ladder >= 0, "eval.ladder", "must be >= 0 (0 = off)", ev.ladder)
     _check(ev.records_saved >= 0, "eval.records_saved", "must be >= 0", ev.records_saved)
     _check(bool(ev.usi_go.strip()), "eval.usi_go", "must not be empty (e.g. 'byoyomi 100')", ev.usi_go)
 

@@ -13,8 +13,8 @@ from azshogi.config import Config, register_configs, to_config
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.selfplay.actors import FinishedGame, sparse_policy
 from azshogi.shogi.game_record import GameRecord
-from azshogi.shogi.rules import Rules, outcome, winner
-from azshogi.train.loop import Loop, rules_of
+from azshogi.shogi.rules import Rules, outcome, rules_of, winner
+from azshogi.train.loop import Loop
 
 # Games that end in each way, as (start SFEN or None for the initial position, USI moves).
 PERPETUAL_CHECK = ("8k/9/R8/9/9/9/9/9/4K4 b - 1", ["9c9a", "1a1b", "9a9b", "1b1a", "9b9a"])
@@ -119,4 +119,4 @@ def selfplay_games(tmp_path, games: int, *overrides: str):
         writer.add(game)
     path = writer.flush(tmp_path / "hcpe3" / "games.hcpe3")
     assert writer.games == 0 and writer.flush(tmp_path / "other.hcpe3") is None
-    return finished, path, rules_of(cfg)
+    return finished, path, rules_of(cfg.rules, self_play=True)

@@ -21,7 +21,8 @@ import torch
 from azshogi.config import Config
 from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import SelfPlay
-from azshogi.train.loop import Loop, rules_of
+from azshogi.shogi.rules import rules_of
+from azshogi.train.loop import Loop
 
 
 def plain(value):
@@ -83,7 +84,8 @@ def games_of_driver(driver, cfg: Config) -> dict:
     if isinstance(inner, SelfPlay):
         return games_of(inner)
     state = driver.state_dict()
-    reader = SelfPlay(None, rules_of(cfg), in_progress.num_games(state), cfg.seed, cfg.replay.min_policy_prob)
+    reader = SelfPlay(None, rules_of(cfg.rules, self_play=True), in_progress.num_games(state), cfg.seed,
+                      cfg.replay.min_policy_prob)
     reader.load_state_dict(state)
     return games_of(reader)
 

@@ -181,12 +181,13 @@ def test_search_player_plays_a_mate_found_at_the_root():
     import cshogi
     from conftest import uniform_evaluator
 
-    from azshogi.config import SearchConfig
+    from azshogi.config import Config, SearchConfig
+    from azshogi.play.engine import EngineSettings
     from azshogi.play.players import GumbelPlayer, SearchPlayer, Turn
     from azshogi.shogi.rules import Rules
 
     board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
-    for player in (SearchPlayer(uniform_evaluator(), Rules(), 1, nodes=1),
+    for player in (SearchPlayer(uniform_evaluator(), Config(), EngineSettings(nodes=1), 1),
                    GumbelPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)):
         player.new_game(0)
         (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])

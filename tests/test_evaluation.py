@@ -21,7 +21,9 @@ from azshogi.config import (
     to_config,
 )
 from azshogi.nn.network import build
-from azshogi.play.gauntlet import evaluate_checkpoint
+from azshogi.formats.paths import RunPaths
+from azshogi.play.gauntlet import When, evaluate_checkpoint
+from azshogi.play.ladder import Score, rate, rung
 from azshogi.train.loop import Loop
 
 
@@ -44,27 +46,73 @@ def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path):
     torch.manual_seed(0)
     model = build(1, 16, 32).eval()
     writer = SummaryWriter(str(tmp_path))
-    first = evaluate_checkpoint(model, cfg, torch.device("cpu"), tmp_path, 1, 10, writer, say=lambda s: None)
+    paths = RunPaths(tmp_path / "checkpoints", tmp_path)
+    first = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(1, 10, 5, 60.4), writer,
+                                say=lambda s: None)
     assert set(first.matches) == {"random", "greedy"}  # no previous model yet
-    assert first.rating == first.matches["random"].elo.elo
-    second = evaluate_checkpoint(model, cfg, torch.device("cpu"), tmp_path, 2, 20, writer, say=lambda s: None)
+
+    def rating_of(evaluation):  # the ladder's rating from the rung matches alone
+        return rate([Score(rung(n).rating, m.wins, m.losses, m.draws) for n, m in evaluation.matches.items()
+                     if n in ("random", "greedy")]).rating
+
+    assert first.rating.rating == pytest.approx(rating_of(first))
+    second = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(2, 20, 9, 125.0), writer,
+                                 say=lambda s: None)
     writer.close()
     assert set(second.matches) == {"random", "greedy", "previous"}
-    assert second.rating == pytest.approx(first.rating + second.matches["previous"].elo.elo)
+    assert second.rating.rating == pytest.approx(rating_of(second))  # the previous model is no rung
     for match in second.matches.values():
         assert match.wins + match.losses + match.draws == 2
     figures = scalars(tmp_path)
     for tag in ("eval/win_rate/random", "eval/elo/greedy", "eval/rating"):
         assert [step for step, _ in figures[tag]] == [10, 20], tag
+    assert [step for step, _ in figures["eval/rating_vs_games"]] == [5, 9]
+    assert [step for step, _ in figures["eval/rating_vs_seconds"]] == [60, 125]
+    assert [v for _, v in figures["eval/rating_vs_games"]] == pytest.approx([first.rating.rating,
+                                                                            second.rating.rating])
     # A margin is written where it is finite (two games alike leave the Elo unbounded).
     finite = [step for step, e in ((10, first), (20, second)) if math.isfinite(e.matches["random"].elo.margin)]
     assert [step for step, _ in figures.get("eval/elo_margin/random", [])] == finite
     assert [step for step, _ in figures["eval/win_rate/previous"]] == [20]
     history = json.loads((tmp_path / "eval" / "ratings.json").read_text())
-    assert [h["checkpoint"] for h in history] == [1, 2]
+    assert [h["checkpoint"] for h in history] == [1, 2] and [h["games"] for h in history] == [5, 9]
     assert history[1]["matches"]["previous"]["games"] == 2
+    assert history[1]["rating"] == pytest.approx(second.rating.rating, abs=0.06)
     assert (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0000.csa").exists()
     assert not (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0001.csa").exists()
+    assert not list((tmp_path / "eval").rglob(".tmp-*"))
+
+
+def test_the_ladder_option_plays_the_rungs_nearest_to_the_last_rating(tmp_path, monkeypatch):
+    import azshogi.play.gauntlet as gauntlet
+    from azshogi.play import ladder
+
+    rungs = (ladder.Rung("random", "random", 0.0), ladder.Rung("greedy", "greedy", 640.0),
+             ladder.Rung("g2", "greedy", 900.0), ladder.Rung("g3", "greedy", 1200.0))
+    monkeypatch.setattr(ladder, "RUNGS", rungs)
+    monkeypatch.setattr(ladder, "_BY_NAME", {r.name: r for r in rungs})
+    monkeypatch.setattr(gauntlet, "RUNGS", rungs)
+    cfg = tiny_config(rules=RulesConfig(max_plies=8), eval=EvalConfig(games=2, num_simulations=1, records_saved=0,
+                                                                      anchors=[], ladder=2, previous=False))
+    paths = RunPaths(tmp_path / "checkpoints", tmp_path)
+    model = build(1, 16, 32).eval()
+    first = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(1, 1), say=lambda s: None)
+    assert set(first.matches) == {"random", "greedy"}  # no rating yet: the lowest rungs
+    history = json.loads(paths.eval_ratings.read_text())
+    history[0]["rating"] = 1000.0  # as if it had climbed
+    paths.eval_ratings.write_text(json.dumps(history))
+    second = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(2, 2), say=lambda s: None)
+    assert set(second.matches) == {"g2", "g3"}
+
+
+def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_path):
+    from azshogi.play.gauntlet import check_settings
+
+    with pytest.raises(ConfigError, match="eval.anchors.*stockfish"):
+        check_settings(tiny_config(eval=EvalConfig(anchors=["random", "stockfish"])))
+    with pytest.raises(ConfigError, match="eval.ladder"):
+        check_settings(tiny_config(eval=EvalConfig(ladder=99)))
+    check_settings(tiny_config(eval=EvalConfig(anchors=["greedy"], ladder=1)))
 
 
 def test_the_loop_evaluates_every_n_checkpoints(tmp_path):
@@ -90,7 +138,7 @@ def test_eval_config_group_composes_and_is_checked():
         assert cfg.eval.games == 8 and cfg.eval.anchors == ["random", "greedy"]
         assert cfg.eval.usi_options == {"UCI_Variant": "shogi"}
         for bad, key in (["eval.games=0"], "eval.games"), (["eval.every=-1"], "eval.every"), \
-                         (["eval.anchors=[random,stockfish]"], "eval.anchors"):
+                         (["eval.ladder=-1"], "eval.ladder"):
             with pytest.raises(ConfigError, match=key):
                 to_config(compose(config_name="config", overrides=bad))
     GlobalHydra.instance().clear()

@@ -205,8 +205,8 @@ def test_an_interrupted_evaluation_runs_again_on_resume(tiny_config, tmp_path, m
 
     calls = []
 
-    def interrupted(model, cfg, device, log_dir, checkpoint, *args, **kwargs):
-        calls.append(checkpoint)
+    def interrupted(model, cfg, device, paths, when, *args, **kwargs):
+        calls.append(when.checkpoint)
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the matches
         time.sleep(30)
         raise AssertionError("the evaluation was not interrupted")
@@ -218,7 +218,7 @@ def test_an_interrupted_evaluation_runs_again_on_resume(tiny_config, tmp_path, m
     assert [p.name for p in ckpt.list_checkpoints(run)] == ["ckpt-00001.pt", "ckpt-00001-partial.pt"]
     assert "evaluation of checkpoint 1 interrupted" in (tmp_path / "logs" / "t" / "azshogi.log").read_text()
     done = []
-    monkeypatch.setattr(gauntlet, "evaluate_checkpoint", lambda *args, **kwargs: done.append(args[4]))
+    monkeypatch.setattr(gauntlet, "evaluate_checkpoint", lambda *args, **kwargs: done.append(args[4].checkpoint))
     counters = train(tiny_config("eval.every=1", "loop.max_checkpoints=2"), show_progress=False)
     assert done == [1, 2] and counters.evaluated == 2
 

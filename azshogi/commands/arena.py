@@ -30,7 +30,9 @@ def main(argv=None) -> None:
         epilog="The last line printed is one JSON object with games, wins, losses, draws, score, elo, elo_margin, "
                "los (from player A's side).")
     parser.add_argument("player_a")
-    parser.add_argument("player_b")
+    parser.add_argument("player_b", help="a player, or `ladder`: player A against the ladder's rungs "
+                                         "(--rungs), and its rating on the ladder's scale")
+    parser.add_argument("--rungs", help="with `ladder`: the rungs to play, comma-separated (default: all)")
     parser.add_argument("-a", "--a-option", action="append", metavar="KEY=VALUE", help="an option of player A")
     parser.add_argument("-b", "--b-option", action="append", metavar="KEY=VALUE", help="an option of player B")
     parser.add_argument("--games", "-n", type=_at_least_one, default=100)
@@ -57,6 +59,8 @@ def main(argv=None) -> None:
     from azshogi.shogi.rules import Rules
 
     rules = Rules(max_plies=args.max_plies, impasse_rule=args.impasse_rule)
+    if args.player_b == "ladder":
+        return _ladder(args, a_options, b_options, rules)
     players: list[Player] = []
     try:
         for spec, opts, offset in ((args.player_a, a_options, 0), (args.player_b, b_options, 1)):
@@ -80,6 +84,54 @@ def main(argv=None) -> None:
     if args.records:
         print(f"records: {args.records}")
     print(json.dumps(result.as_dict()))
+
+
+def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
+    """Player A against the ladder's rungs: a summary per rung, the rating, a JSON last line."""
+    from pathlib import Path
+
+    from azshogi.formats.records import write_csa, write_kif
+    from azshogi.play.ladder import RUNGS, play_ladder, rung
+    from azshogi.play.players import make_player
+    from azshogi.play.usi_client import UsiError
+    from azshogi.shogi.positions import PositionError
+
+    if b_options:
+        fail(PROGRAM, "the ladder's rungs take no options (-b)")
+    player = None
+    try:
+        rungs = [rung(n.strip()) for n in args.rungs.split(",") if n.strip()] if args.rungs else list(RUNGS)
+        player = make_player(args.player_a, a_options, rules=rules, max_games=args.in_flight, seed=args.seed * 2,
+                             device=args.device, dtype=args.dtype)
+        records = Path(args.records) if args.records else None
+
+        def keep(name, opponent, game) -> None:
+            if records is None:
+                return
+            names = (player.name, opponent.name) if game.a_is_black else (opponent.name, player.name)
+            path = records / name / f"game-{game.index:04d}.{args.format}"
+            if args.format == "csa":
+                write_csa(path, game.moves, game.termination, names, game.start_sfen, comment=game.reason,
+                          start_time=game.started)
+            else:
+                write_kif(path, game.moves, game.termination, names, game.start_sfen, start_time=game.started)
+
+        result = play_ladder(player, rungs, args.games, rules=rules, openings=args.openings, seed=args.seed * 2 + 1,
+                             in_flight=args.in_flight, progress=not args.quiet, say=print, on_game=keep)
+    except (ValueError, PositionError, UsiError) as e:
+        fail(PROGRAM, str(e))
+    finally:
+        if player is not None:
+            player.close()
+    for name, match in result.matches.items():
+        print(f"{name:>8} (rating {rung(name).rating:.0f}): {match.summary_lines()[0]}")
+    rating = result.rating
+    print(f"{result.player}: rating {rating} on the ladder's scale (Elo above uniform random)" if rating
+          else f"{result.player}: no rung could be played")
+    print(json.dumps({"player": result.player, "rating": None if rating is None else round(rating.rating, 1),
+                      "rating_margin": None if rating is None else round(rating.margin, 1),
+                      "rating_clipped": bool(rating and rating.clipped),
+                      "rungs": {k: m.as_dict() for k, m in result.matches.items()}, "skipped": result.skipped}))
 
 
 if __name__ == "__main__":

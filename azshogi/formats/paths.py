@@ -8,7 +8,8 @@
         azshogi.log, config.yaml                the plain log, the resolved config
         games/ckpt00012-game345.kif             a few self-play games per checkpoint
         hcpe3/ckpt-00012.hcpe3                  every finished game, dlshogi's format
-        eval/                                   the in-loop evaluation (play/gauntlet.py)
+        eval/ratings.json, eval/previous.pt     the in-loop evaluation (play/gauntlet.py)
+        eval/ckpt00012/greedy/game-0000.csa     its first games against each opponent
 """
 from __future__ import annotations
 
@@ -43,6 +44,20 @@ class RunPaths:
     @property
     def eval(self) -> Path:
         return self.logs / "eval"
+
+    @property
+    def eval_ratings(self) -> Path:
+        """The in-loop evaluations so far: one JSON object per evaluated checkpoint."""
+        return self.eval / "ratings.json"
+
+    @property
+    def eval_previous(self) -> Path:
+        """The last evaluated weights: the next evaluation's `previous` opponent."""
+        return self.eval / "previous.pt"
+
+    def eval_record(self, checkpoint: int, opponent: str, index: int) -> Path:
+        """A game of the evaluation of `checkpoint` against `opponent`, as CSA."""
+        return self.eval / f"ckpt{checkpoint:05d}" / opponent / f"game-{index:04d}.csa"
 
     def kif(self, checkpoint: int, game_id: int) -> Path:
         """A self-play game finished on the way to `checkpoint`."""

@@ -273,6 +273,9 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
                         finish(game, outcome)
     finally:
         bar.close()
+        for game in active:  # a match that failed: the players forget its games in flight
+            for player in (player_a, player_b):
+                player.end_game(game.index)
     result.games = sorted(finished, key=lambda g: g.index)
     return result
 

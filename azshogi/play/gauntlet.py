@@ -1,49 +1,62 @@
-"""Evaluation inside the training loop: matches against fixed anchors and the previous model.
+"""Evaluation inside the training loop: matches against rungs of the ladder and the previous model.
 
 Every `eval.every` checkpoints the current network (the loop's own model object, no copy) plays
-`eval.games` games against each anchor (uniform random, the one-ply greedy baseline, optionally
-an external USI engine) and against the last evaluated checkpoint, all games of a match in
-flight at once. The network plays with the USI engine's search (players.SearchPlayer) and a
-fixed number of simulations per move (`eval.num_simulations`, else `search.num_simulations`),
-so the strength measured is that of the engine users run, and reproducible. TensorBoard gets, under `eval/`:
+`eval.games` games against each opponent, all games of a match in flight at once:
+
+- the rungs named in `eval.anchors` (play/ladder.py: random, greedy, Fairy-Stockfish rungs), and
+  the `eval.ladder` rungs nearest to its last rating (so a run keeps meeting opponents of its
+  strength as it climbs);
+- optionally an external USI engine (`eval.usi_engine`), and the last evaluated checkpoint.
+
+The network plays as the engine (play/engine.py) with a fixed number of simulations per move
+(`eval.num_simulations`, else `search.num_simulations`), so the strength measured is that of the
+engine users run, and reproducible. A rung that cannot be played (Fairy-Stockfish missing or
+failing) is left out with a one-line note; the run goes on. TensorBoard gets, under `eval/`:
 
     eval/win_rate/<opponent>    score (wins + draws/2) / games
     eval/elo/<opponent>         Elo difference, and eval/elo_margin/<opponent> its 95% margin
-    eval/rating                 a cumulative rating: the first evaluation's Elo against random,
-                                then each evaluation adds its Elo against the previous one
-    eval/rating_margin          the margins of that sum, added in quadrature
+    eval/rating                 the rating on the ladder's scale (Elo above uniform random) from
+                                the rung matches, and eval/rating_margin; at the training step,
+    eval/rating_vs_games        at the number of self-play games so far, and
+    eval/rating_vs_seconds      at the run's wall time so far (seconds, resumes included)
 
-State that must survive a resume (the previous weights and the rating curve) lives in
-`logs/<run>/eval/`; the first few games of every match are saved there as CSA records.
+State that must survive a resume (the previous weights and the rating history) and the first
+few games of every match (CSA) live in `logs/<run>/eval/` (formats/paths.RunPaths).
 """
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
-from azshogi.config import Config, to_plain
+from azshogi.config import Config, ConfigError, to_plain
 from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.files import atomic_writer, write_atomically
+from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_csa
 from azshogi.nn.evaluator import make_evaluator
 from azshogi.nn.network import from_config
 from azshogi.play.arena import GameResult, MatchResult, Openings, play_match
-from azshogi.play.players import (
-    GreedyPlayer,
-    Player,
-    RandomPlayer,
-    SearchPlayer,
-    UsiPlayer,
-)
-from azshogi.shogi.rules import Rules
+from azshogi.play.engine import EngineSettings
+from azshogi.play.ladder import RUNGS, Rating, nearest_rungs, play_ladder, rung
+from azshogi.play.players import Player, SearchPlayer, UsiPlayer
+from azshogi.play.usi_client import UsiError
+from azshogi.shogi.rules import rules_of
 
-PLAY_BATCH = 8  # descents per tree per forward pass: the engine's default BatchSize
-PREVIOUS_FILE = "previous.pt"
-RATINGS_FILE = "ratings.json"
+PLAY_BATCH = EngineSettings().batch_size  # the engine's default BatchSize
+
+
+@dataclass(frozen=True)
+class When:
+    """Where in the run an evaluation happens: its axes in TensorBoard."""
+
+    checkpoint: int
+    step: int  # training steps
+    games: int = 0  # self-play games so far
+    seconds: float = 0.0  # the run's wall time so far
 
 
 @dataclass
@@ -51,26 +64,32 @@ class Evaluation:
     checkpoint: int
     step: int
     matches: dict  # opponent name -> MatchResult
-    rating: float
-    rating_margin: float
+    rating: Optional[Rating]  # on the ladder's scale, from the rung matches (None: no rung played)
+    skipped: dict  # rung name -> why it was left out
 
     def summary(self) -> str:
         parts = [f"{name} {m.wins}-{m.losses}-{m.draws} (Elo {m.elo.elo:+.0f} +/- {m.elo.margin:.0f})"
                  for name, m in self.matches.items()]
-        return f"eval at checkpoint {self.checkpoint}: " + "; ".join(parts) + \
-            f" | rating {self.rating:.0f} +/- {self.rating_margin:.0f}"
+        rating = f" | rating {self.rating}" if self.rating else ""
+        return f"eval at checkpoint {self.checkpoint}: " + "; ".join(parts) + rating
 
 
-def _rules(cfg: Config) -> Rules:
-    max_plies = cfg.eval.max_plies or cfg.rules.max_plies
-    return Rules(max_plies=max_plies, impasse_rule=cfg.rules.impasse_rule)
+def check_settings(cfg: Config) -> None:
+    """Raises ConfigError naming `eval.anchors` or `eval.ladder` when they name no rungs of the
+    ladder (checked when a run starts, before any work)."""
+    names = [r.name for r in RUNGS]
+    for anchor in cfg.eval.anchors:
+        if anchor not in names:
+            raise ConfigError(f"eval.anchors={list(cfg.eval.anchors)!r}: {anchor!r} is no rung of the ladder; "
+                              f"allowed: {', '.join(names)}")
+    if cfg.eval.ladder > len(names):
+        raise ConfigError(f"eval.ladder={cfg.eval.ladder}: the ladder has {len(names)} rungs")
 
 
-def _search_player(evaluator, cfg: Config, name: str) -> SearchPlayer:
-    s = cfg.search
-    return SearchPlayer(evaluator, _rules(cfg), cfg.eval.games, cfg.eval.num_simulations or s.num_simulations,
-                        batch_size=PLAY_BATCH, c_base=s.c_base, c_init=s.c_init, virtual_loss=s.virtual_loss,
-                        name=name)
+def engine_settings(cfg: Config) -> EngineSettings:
+    """The engine as the in-loop evaluation plays it."""
+    return EngineSettings(nodes=cfg.eval.num_simulations or cfg.search.num_simulations, batch_size=PLAY_BATCH,
+                          max_plies=cfg.eval.max_plies or cfg.rules.max_plies)
 
 
 def _evaluator(model, cfg: Config, device: torch.device):
@@ -78,95 +97,108 @@ def _evaluator(model, cfg: Config, device: torch.device):
     return make_evaluator(model, device, replace(cfg.inference, compile=False), cfg.eval.games * PLAY_BATCH)
 
 
-def _anchor(name: str, seed: int) -> Player:
-    if name == "random":
-        return RandomPlayer(seed)
-    if name == "greedy":
-        return GreedyPlayer(seed)
-    raise ValueError(f"eval.anchors: unknown anchor {name!r} (random, greedy)")
+def _rungs(cfg: Config, history: list) -> list:
+    """The anchors, then the `eval.ladder` rungs nearest to the last rating (weakest first)."""
+    chosen = [rung(name) for name in cfg.eval.anchors]
+    if cfg.eval.ladder:
+        last = next((h["rating"] for h in reversed(history) if h.get("rating") is not None), None)
+        chosen += [r for r in nearest_rungs(last, cfg.eval.ladder) if r not in chosen]
+    return sorted(chosen, key=lambda r: r.rating)
 
 
-def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, log_dir: Path,
-                        checkpoint: int, step: int, writer=None,
-                        say: Callable[[str], None] = print, progress: bool = False,
+def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, paths: RunPaths, when: When,
+                        writer=None, say: Callable[[str], None] = print, progress: bool = False,
                         evaluator=None) -> Evaluation:
     """Plays the evaluation matches of one checkpoint and records them (see the module doc).
     evaluator: the loop's own evaluator of `model` (shares its compiled shapes), or None."""
     ec = cfg.eval
-    eval_dir = log_dir / "eval"
-    eval_dir.mkdir(parents=True, exist_ok=True)
-    rules = _rules(cfg)
-    seed = cfg.seed * 1_000_003 + checkpoint
-    current = _search_player(evaluator or _evaluator(model, cfg, device), cfg, f"ckpt{checkpoint}")
-    opponents: list[tuple[str, Callable[[], Player]]] = [
-        (a, lambda a=a: _anchor(a, seed + 1)) for a in ec.anchors]
+    rules = rules_of(cfg.rules, max_plies=ec.max_plies or cfg.rules.max_plies)
+    seed = cfg.seed * 1_000_003 + when.checkpoint
+    openings = f"random:{ec.opening_plies}"
+    settings = engine_settings(cfg)
+    current = SearchPlayer(evaluator or _evaluator(model, cfg, device), cfg, settings, ec.games,
+                           f"ckpt{when.checkpoint}")
+    history = _history(paths)
+    history = [h for h in history if h["checkpoint"] < when.checkpoint]  # a resumed run redoes later ones
+
+    def keep_record(label: str, opponent: Player, game: GameResult) -> None:
+        if game.index < ec.records_saved:
+            names = (current.name, opponent.name) if game.a_is_black else (opponent.name, current.name)
+            write_csa(paths.eval_record(when.checkpoint, label, game.index), game.moves, game.termination, names,
+                      game.start_sfen, comment=game.reason, start_time=game.started)
+
+    ladder = play_ladder(current, _rungs(cfg, history), ec.games, rules=rules, openings=openings, seed=seed + 1,
+                         in_flight=ec.games, progress=progress, say=say, on_game=keep_record)
+    matches: dict[str, MatchResult] = dict(ladder.matches)
+    others: list[tuple[str, Callable[[], Player]]] = []
     if ec.usi_engine:
-        opponents.append(("usi", lambda: UsiPlayer(ec.usi_engine, dict(ec.usi_options), ec.usi_go)))
-    previous_path = eval_dir / PREVIOUS_FILE
-    previous_state = ckpt.load(previous_path) if previous_path.exists() and ec.previous else None
-    if previous_state is not None:
-        def previous_player():
+        others.append(("usi", lambda: UsiPlayer(ec.usi_engine, dict(ec.usi_options), ec.usi_go)))
+    if ec.previous and paths.eval_previous.exists():
+        previous_state = ckpt.load(paths.eval_previous)
+
+        def previous_player() -> Player:
             net = from_config(cfg.model)
             net.load_state_dict(previous_state["model"])
-            return _search_player(_evaluator(net.to(device).eval(), cfg, device), cfg,
-                                  f"ckpt{previous_state['checkpoint']}")
-        opponents.append(("previous", previous_player))
-
-    matches: dict[str, MatchResult] = {}
-    for label, make in opponents:
-        opponent = make()
-        games_dir = eval_dir / f"ckpt{checkpoint:05d}" / label
-
-        def keep_record(game: GameResult, opponent=opponent, games_dir=games_dir) -> None:
-            if game.index < ec.records_saved:
-                games_dir.mkdir(parents=True, exist_ok=True)
-                names = (current.name, opponent.name) if game.a_is_black else (opponent.name, current.name)
-                write_csa(games_dir / f"game-{game.index:04d}.csa", game.moves, game.termination, names,
-                          game.start_sfen, comment=game.reason, start_time=game.started)
-
+            return SearchPlayer(_evaluator(net.to(device).eval(), cfg, device), cfg, settings, ec.games,
+                                f"ckpt{previous_state['checkpoint']}")
+        others.append(("previous", previous_player))
+    for label, make in others:
         try:
-            matches[label] = play_match(current, opponent, ec.games, openings=Openings(f"random:{ec.opening_plies}",
-                                                                                        seed),
-                                        rules=rules, in_flight=ec.games, progress=progress, on_game=keep_record)
+            opponent = make()
+        except UsiError as e:
+            say(f"eval: {label} left out: {e}")
+            continue
+        try:
+            matches[label] = play_match(current, opponent, ec.games, openings=Openings(openings, seed), rules=rules,
+                                        in_flight=ec.games, progress=progress,
+                                        on_game=lambda g, label=label, o=opponent: keep_record(label, o, g))
+        except UsiError as e:
+            say(f"eval: {label} left out: it failed during its match ({e})")
         finally:
             opponent.close()
 
-    ratings_path = eval_dir / RATINGS_FILE
-    history = json.loads(ratings_path.read_text()) if ratings_path.exists() else []
-    history = [h for h in history if h["checkpoint"] < checkpoint]  # a resumed run redoes later ones
-    if history and "previous" in matches:
-        rating = history[-1]["rating"] + matches["previous"].elo.elo
-        margin = math.hypot(history[-1]["rating_margin"], matches["previous"].elo.margin)
-    elif "random" in matches:
-        rating, margin = matches["random"].elo.elo, matches["random"].elo.margin
-    else:
-        rating, margin = 0.0, 0.0
-    result = Evaluation(checkpoint, step, matches, rating, margin)
-    history.append({"checkpoint": checkpoint, "step": step, "rating": rating, "rating_margin": margin,
-                    "matches": {k: m.as_dict() for k, m in matches.items()}})
-    tmp = ratings_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(history, indent=1))
-    tmp.replace(ratings_path)
-    _save_previous(model, cfg, checkpoint, previous_path)
-
+    result = Evaluation(when.checkpoint, when.step, matches, ladder.rating, ladder.skipped)
+    r = result.rating
+    history.append({"checkpoint": when.checkpoint, "step": when.step, "games": when.games,
+                    "seconds": round(when.seconds, 1), "rating": None if r is None else round(r.rating, 1),
+                    "rating_margin": None if r is None or not math.isfinite(r.margin) else round(r.margin, 1),
+                    "skipped": ladder.skipped, "matches": {k: m.as_dict() for k, m in matches.items()}})
+    write_atomically(paths.eval_ratings, json.dumps(history, indent=1).encode())
+    _save_previous(model, cfg, when.checkpoint, paths)
     if writer is not None:
-        for label, m in matches.items():
-            e = m.elo
-            writer.add_scalar(f"eval/win_rate/{label}", e.score, step)
-            writer.add_scalar(f"eval/elo/{label}", e.elo, step)
-            if math.isfinite(e.margin):
-                writer.add_scalar(f"eval/elo_margin/{label}", e.margin, step)
-        writer.add_scalar("eval/rating", rating, step)
-        if math.isfinite(margin):
-            writer.add_scalar("eval/rating_margin", margin, step)
-        writer.flush()
+        _write_scalars(writer, result, when)
     say(result.summary())
     return result
 
 
-def _save_previous(model, cfg: Config, checkpoint: int, path: Path) -> None:
+def _history(paths: RunPaths) -> list:
+    if not paths.eval_ratings.exists():
+        return []
+    try:
+        return json.loads(paths.eval_ratings.read_text())
+    except ValueError as e:
+        raise ckpt.CheckpointError(f"{paths.eval_ratings}: not readable as JSON ({e}); move it away to start "
+                                   f"the rating history anew") from None
+
+
+def _write_scalars(writer, result: Evaluation, when: When) -> None:
+    for label, m in result.matches.items():
+        e = m.elo
+        writer.add_scalar(f"eval/win_rate/{label}", e.score, when.step)
+        writer.add_scalar(f"eval/elo/{label}", e.elo, when.step)
+        if math.isfinite(e.margin):
+            writer.add_scalar(f"eval/elo_margin/{label}", e.margin, when.step)
+    if result.rating is not None:
+        writer.add_scalar("eval/rating", result.rating.rating, when.step)
+        writer.add_scalar("eval/rating_vs_games", result.rating.rating, when.games)
+        writer.add_scalar("eval/rating_vs_seconds", result.rating.rating, int(when.seconds))
+        if math.isfinite(result.rating.margin):
+            writer.add_scalar("eval/rating_margin", result.rating.margin, when.step)
+    writer.flush()
+
+
+def _save_previous(model, cfg: Config, checkpoint: int, paths: RunPaths) -> None:
     """The evaluated weights, for the next evaluation's `previous` match (atomically)."""
-    tmp = path.with_name(".tmp-" + path.name)
-    torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                "config": to_plain(cfg), "checkpoint": checkpoint}, tmp)
-    tmp.replace(path)
+    with atomic_writer(paths.eval_previous) as f:
+        torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                    "config": to_plain(cfg), "checkpoint": checkpoint}, f)

@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 import cshogi
 import numpy as np
 
+from azshogi.play.engine import EngineSettings, engine_search
 from azshogi.play.usi_client import UsiClient, win_rate_of_info
 from azshogi.shogi.rules import Rules, mate_move
 
@@ -166,22 +167,18 @@ class PolicyPlayer(Player):
 
 
 class SearchPlayer(Player):
-    """The USI engine's search (search/anytime.GameSearch, the engine's defaults) with a fixed
-    number of simulations per move: one tree per game in flight, kept between that game's moves
-    as the engine keeps it, and the leaves of every game to move in one forward pass per step.
-    A mate found by the root's df-pn search is played at once; resigns when its root win rate
-    falls below `resign` (0 = never). No noise and no sampling: a match's variety comes from its
-    openings."""
+    """The engine (play/engine.py: the USI engine's search and defaults) with a fixed number of
+    simulations per move: one tree per game in flight, kept between that game's moves as the
+    engine keeps it, and the leaves of every game to move in one forward pass per step. A mate
+    found by the root's df-pn search is played at once; resigns when its root win rate falls
+    below `settings.resign` (0 = never). No noise and no sampling: a match's variety comes from
+    its openings. `cfg`: the run settings of the checkpoint the evaluator holds."""
 
-    def __init__(self, evaluator, rules: Rules, max_games: int, nodes: int, *, batch_size: int = 8,
-                 c_base: float = 19652.0, c_init: float = 1.25, virtual_loss: float = 1.0,
-                 mate_nodes: int = 100_000, resign: float = 0.0, name: str = "search"):
-        from azshogi.search.anytime import GameSearch
-
-        self.search = GameSearch(evaluator, rules, c_base=c_base, c_init=c_init, mate_search_nodes=mate_nodes,
-                                 batch_size=batch_size, virtual_loss=virtual_loss, games=max_games)
-        self.nodes, self.rules, self.resign, self.name = nodes, rules, resign, name
-        self.impasse_law = rules.impasse_law
+    def __init__(self, evaluator, cfg, settings: EngineSettings, max_games: int, name: str = "search"):
+        self.search = engine_search(evaluator, cfg, settings, max_games)
+        self.nodes = settings.nodes or cfg.search.num_simulations
+        self.rules, self.resign, self.name = self.search.rules, settings.resign, name
+        self.impasse_law = self.rules.impasse_law
         self.trees: dict[int, int] = {}  # game -> its tree in the search
 
     def new_game(self, game: int) -> None:
@@ -287,7 +284,7 @@ class UsiPlayer(Player):
 
 # --- players from specs ---
 
-PLAYER_KINDS = "random, greedy, policy:CKPT, search:CKPT, gumbel:CKPT or usi:COMMAND"
+PLAYER_KINDS = "random, greedy, policy:CKPT, search:CKPT, gumbel:CKPT, usi:COMMAND or ladder:RUNG"
 _OPTIONS = {"random": (), "greedy": (), "policy": ("temperature",), "search": ("nodes", "batch", "mate", "resign"),
             "gumbel": ("simulations", "considered", "mate", "resign")}
 
@@ -310,8 +307,9 @@ def _number(spec: str, options: dict, key: str, default, kind=int, low=0, high=N
 
 def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_games: int = 1,
                 seed: int = 0, device: str = "auto", dtype: Optional[str] = None) -> Player:
-    """A player from a spec (see the module docstring) and its KEY=VALUE options; a bad spec,
-    option or checkpoint raises ValueError naming it."""
+    """A player from a spec (see the module docstring) and its KEY=VALUE options, for games
+    under `rules` with at most `max_games` in flight; a bad spec, option or checkpoint raises
+    ValueError naming it."""
     options = dict(options or {})
     kind, _, arg = spec.partition(":")
     name = options.pop("name", None)
@@ -324,24 +322,31 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
             raise ValueError(f"player {spec!r}: unknown option {', '.join(unknown)} (it takes {allowed}{hint})")
     if kind in ("random", "greedy"):
         return RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed, name or "greedy")
-    if kind in ("policy", "search", "gumbel"):
-        evaluator, cfg = _checkpoint(spec, kind, arg, options, max_games, device, dtype)
-        label = name or f"{kind}:{Path(arg).stem}"
-        resign = _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
-        if kind == "policy":
-            return PolicyPlayer(evaluator, _number(spec, options, "temperature", 0.0, float), seed, label)
-        if kind == "search":
-            s = cfg.search
-            return SearchPlayer(evaluator, rules, max_games, _number(spec, options, "nodes", s.num_simulations, low=1),
-                                batch_size=_number(spec, options, "batch", 8, low=1, high=256), c_base=s.c_base,
-                                c_init=s.c_init, virtual_loss=s.virtual_loss,
-                                mate_nodes=_number(spec, options, "mate", 100_000), resign=resign, name=label)
-        search_config = replace(cfg.search)
-        search_config.num_simulations = _number(spec, options, "simulations", search_config.num_simulations, low=1)
-        search_config.max_num_considered_actions = _number(spec, options, "considered",
-                                                           search_config.max_num_considered_actions, low=1)
-        return GumbelPlayer(evaluator, search_config, rules, max_games, seed, resign, label,
-                            _number(spec, options, "mate", 3))
+    if kind == "ladder":
+        from azshogi.play.ladder import rung_player
+
+        return rung_player(arg, seed, options, name)
+    if kind == "search":
+        settings = EngineSettings(nodes=_number(spec, options, "nodes", 0, low=1),
+                                  batch_size=_number(spec, options, "batch", 8, low=1, high=256),
+                                  mate_search_nodes=_number(spec, options, "mate", 100_000),
+                                  resign=_number(spec, options, "resign", 0.0, float, 0.0, 1.0),
+                                  max_plies=rules.max_plies)
+        evaluator, cfg = _checkpoint(spec, arg, max_games * settings.batch_size, device, dtype)
+        return SearchPlayer(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}")
+    if kind == "gumbel":
+        simulations = _number(spec, options, "simulations", None, low=1)
+        considered = _number(spec, options, "considered", None, low=1)
+        mate, resign = _number(spec, options, "mate", 3), _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
+        evaluator, cfg = _checkpoint(spec, arg, max_games, device, dtype)
+        search = replace(cfg.search, num_simulations=simulations or cfg.search.num_simulations,
+                         max_num_considered_actions=considered or cfg.search.max_num_considered_actions)
+        return GumbelPlayer(evaluator, search, rules, max_games, seed, resign, name or f"gumbel:{Path(arg).stem}",
+                            mate)
+    if kind == "policy":
+        temperature = _number(spec, options, "temperature", 0.0, float)
+        evaluator, _ = _checkpoint(spec, arg, max_games, device, dtype)
+        return PolicyPlayer(evaluator, temperature, seed, name or f"policy:{Path(arg).stem}")
     if kind == "usi":
         if not arg:
             raise ValueError("player usi: give the engine command, e.g. usi:/usr/games/fairy-stockfish")
@@ -350,8 +355,10 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     raise ValueError(f"unknown player {spec!r}: {PLAYER_KINDS}")
 
 
-def _checkpoint(spec: str, kind: str, path: str, options: dict, max_games: int, device: str, dtype: Optional[str]):
-    """(evaluator, config) of a network player's checkpoint, sized for its batches."""
+def _checkpoint(spec: str, path: str, max_batch: int, device: str, dtype: Optional[str]):
+    """(evaluator, the run's config) of a network player's checkpoint, sized for `max_batch`
+    positions per forward pass."""
+    kind = spec.partition(":")[0]
     if not path:
         raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
     if not Path(path).is_file():
@@ -359,9 +366,8 @@ def _checkpoint(spec: str, kind: str, path: str, options: dict, max_games: int, 
     from azshogi.formats.checkpoint import CheckpointError
     from azshogi.play.models import model_evaluator
 
-    per_game = _number(spec, dict(options), "batch", 8, low=1, high=256) if kind == "search" else 8
     try:
-        return model_evaluator(path, device, dtype, max_batch=max_games * per_game)
+        return model_evaluator(path, device, dtype, max_batch=max_batch)
     except CheckpointError as e:
         raise ValueError(f"player {spec!r}: {e}") from None
     except RuntimeError as e:  # e.g. CUDA asked for on a machine without it

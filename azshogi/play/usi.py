@@ -324,9 +324,8 @@ class UsiEngine:
         import numpy as np
         import torch
 
+        from azshogi.play.engine import engine_search
         from azshogi.play.models import model_evaluator
-        from azshogi.search.anytime import GameSearch
-        from azshogi.shogi.rules import Rules
 
         o = self.options
         if o["Threads"]:
@@ -340,14 +339,18 @@ class UsiEngine:
             self.search, self._loaded = None, None
             self._evaluator, self._cfg = model_evaluator(path, o["Device"], o["Dtype"], max_batch=o["BatchSize"])
             self._loaded = key
-        cfg = self._cfg
-        rules = Rules(max_plies=o["DrawPly"] or 10 ** 9, impasse_rule=cfg.rules.impasse_rule)
-        self.search = GameSearch(self._evaluator, rules, c_base=cfg.search.c_base, c_init=cfg.search.c_init,
-                                 max_tree_nodes=o["MaxTreeNodes"],
-                                 mate_search_nodes=o["MateSearchNodes"] if o["MateSearch"] else 0,
-                                 leaf_mate_search=True, batch_size=o["BatchSize"],
-                                 virtual_loss=cfg.search.virtual_loss)
+        self.search = engine_search(self._evaluator, self._cfg, self.settings())
         self._calibrate()
+
+    def settings(self):
+        """The engine settings the options describe (play/engine.py)."""
+        from azshogi.play.engine import EngineSettings
+
+        o = self.options
+        return EngineSettings(nodes=o["NodesPerMove"], batch_size=o["BatchSize"],
+                              mate_search_nodes=o["MateSearchNodes"] if o["MateSearch"] else 0,
+                              max_tree_nodes=o["MaxTreeNodes"], resign=o["ResignThreshold"] / 1000,
+                              max_plies=o["DrawPly"] or 10 ** 9)
 
     def _calibrate(self) -> None:
         """Warm-up steps from the start position (the first calls of PyTorch are slow), timed

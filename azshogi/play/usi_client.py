@@ -32,14 +32,28 @@ class UsiClient:
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.send("usi")
+        self.options: dict[str, str] = {}  # the engine's option names, lower case -> as declared
         for line in self._until("usiok", timeout):
             if line.startswith("id name "):
                 self.name = line[len("id name "):].strip()
+            elif line.startswith("option name "):
+                declared = line[len("option name "):].split(" type ")[0].strip()
+                self.options[declared.lower()] = declared
         for key, value in (options or {}).items():
-            self.send(f"setoption name {key} value {value}")
+            self.send(f"setoption name {self._option_name(key)} value {value}")
         self.send("isready")
         for _ in self._until("readyok", timeout):
             pass
+
+    def _option_name(self, key: str) -> str:
+        """The engine's spelling of an option given by the user; an option it does not declare
+        is an error (a typo would otherwise be silently ignored). GUIs' USI_* options pass."""
+        declared = self.options.get(key.strip().lower())
+        if declared is None and not key.upper().startswith("USI_"):
+            self.close()
+            known = ", ".join(sorted(self.options.values())) or "none"
+            raise UsiError(f"{self.name}: the engine has no option {key!r} (its options: {known})")
+        return declared or key
 
     def _read(self) -> None:
         for line in self.proc.stdout:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import cshogi
+
+if TYPE_CHECKING:  # config imports Hydra: not needed at run time here
+    from azshogi.config import RulesConfig
 
 
 class Termination(IntEnum):
@@ -42,6 +45,15 @@ class Rules:
     @property
     def impasse_law(self) -> int:
         return cshogi.LAW_24 if self.impasse_rule == 24 else cshogi.LAW_27
+
+
+def rules_of(settings: "RulesConfig", *, max_plies: Optional[int] = None, self_play: bool = False) -> Rules:
+    """The `Rules` of a run's `rules.*` settings, the one place they are read. Self-play
+    adjudicates short mates (`mate_adjudication_plies`); games played by the engine (matches,
+    the USI engine) end by the rules alone. max_plies: another ply limit than the run's."""
+    return Rules(max_plies=settings.max_plies if max_plies is None else max_plies,
+                 impasse_rule=settings.impasse_rule,
+                 mate_adjudication_plies=settings.mate_adjudication_plies if self_play else 0)
 
 
 def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Optional[int] = None,

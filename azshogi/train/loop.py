@@ -42,7 +42,7 @@ from azshogi.search import make_search
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
 from azshogi.selfplay.workers import WorkerSelfPlay
-from azshogi.shogi.rules import Rules
+from azshogi.shogi.rules import rules_of
 from azshogi.train.monitor import (
     Monitor,
     SelfPlayCount,
@@ -74,6 +74,7 @@ class Counters:
     in_training: bool = False  # the phase in progress is training (after a pause)
     phase_steps: int = 0  # steps done in the training phase in progress
     evaluated: int = 0  # the last checkpoint whose evaluation finished
+    wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint line, all sessions
 
     @property
     def sample_reuse(self) -> float:
@@ -85,10 +86,6 @@ def selfplay_batch(cfg: Config) -> int:
     with PUCT's virtual loss."""
     group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
     return group * (cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1)
-
-
-def rules_of(cfg: Config) -> Rules:
-    return Rules(cfg.rules.max_plies, cfg.rules.impasse_rule, cfg.rules.mate_adjudication_plies)
 
 
 @dataclass
@@ -124,7 +121,7 @@ def build_components(cfg: Config, instant: bool = False) -> Components:
     if sp.num_workers and sp.server_max_batch:
         max_batch = min(max_batch, sp.server_max_batch)
     evaluator = make_evaluator(model, device, cfg.inference, max_batch, instant)
-    rules = rules_of(cfg)
+    rules = rules_of(cfg.rules, self_play=True)
     cap = PlayoutCap.from_config(sp)
     if sp.num_workers == 0:
         search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
@@ -140,6 +137,9 @@ def build_components(cfg: Config, instant: bool = False) -> Components:
 
 class Loop:
     def __init__(self, cfg: Config, show_progress: bool = True):
+        from azshogi.play.gauntlet import check_settings
+
+        check_settings(cfg)
         parts = build_components(cfg)
         self.cfg = cfg = parts.cfg
         self.selfplay_note = parts.note
@@ -386,6 +386,7 @@ class Loop:
         c.positions_since_checkpoint = 0
         path = self.save(partial=False)
         times = self.clock.lap()  # the wall time since the previous checkpoint line
+        c.wall_seconds += times.wall
         self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse,
                                 times)
         mean_len = sum(sp.lengths) / len(sp.lengths) if sp.lengths else float("nan")
@@ -408,13 +409,14 @@ class Loop:
                 and c.phase_steps == 0 and not self.stop_requested)
 
     def evaluate(self) -> None:
-        from azshogi.play.gauntlet import evaluate_checkpoint
+        from azshogi.play.gauntlet import When, evaluate_checkpoint
 
         c = self.counters
         self.evaluating = True
         try:
             with self.clock.phase("eval"):
-                evaluate_checkpoint(self.model, self.cfg, self.device, self.log_dir, c.checkpoints, c.train_steps,
+                evaluate_checkpoint(self.model, self.cfg, self.device, self.paths,
+                                    When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
                                     self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
                                     evaluator=self.evaluator)
             c.evaluated = c.checkpoints

@@ -1,0 +1,256 @@
+"""The strength ladder: fixed opponents of known order and rating, and one rating scale.
+
+Rungs, weakest first: uniform random (rating 0, the scale's anchor), the one-ply material-greedy
+player, then Debian's Fairy-Stockfish (a real USI engine no one here wrote) at rising Skill
+Levels with a fixed number of nodes per move (so a rung is as strong on a busy machine as on a
+quiet one). Each rung's rating was measured once by matches between the rungs (`fit_ratings`
+over docs/tools/ladder_calibration.py's results; the table below says when and how many games).
+
+A player's rating on the ladder's scale is the maximum-likelihood rating given its results
+against rungs of known rating (`rate`), under the Elo model: the expected score against a rung
+rated r is 1 / (1 + 10^((r - R) / 400)). A perfect or zero score against a rung is clipped to
+half a game from the boundary, as play/elo.py does for one match, so the rating stays finite
+(and `clipped` says so). Ratings are Elo points above uniform random.
+
+`azshogi-arena PLAYER ladder` plays a player against the rungs; `eval.ladder` plays the rungs
+nearest to the current rating inside the training loop (play/gauntlet.py).
+"""
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+from typing import Callable, Optional, Sequence
+
+_Z975 = NormalDist().inv_cdf(0.975)
+_K = math.log(10.0) / 400.0  # d/dR of the logistic argument
+FAIRY_STOCKFISH = "fairy-stockfish"
+DEBIAN_GAMES = Path("/usr/games")  # where Debian installs it, off the default PATH
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One opponent of the ladder: `kind` random, greedy or fairy (Fairy-Stockfish at Skill
+    Level `skill` with `nodes` nodes per move); `rating` in Elo above uniform random."""
+
+    name: str
+    kind: str
+    rating: float
+    skill: int = 0
+    nodes: int = 0
+
+    @property
+    def needs_engine(self) -> bool:
+        return self.kind == "fairy"
+
+
+# Measured with docs/tools/ladder_calibration.py (see docs/strength.md, "The ladder"); until the
+# Fairy-Stockfish rungs are calibrated: greedy from 40 games against random (38-0-2, +636 +/- 155).
+RUNGS: tuple[Rung, ...] = (
+    Rung("random", "random", 0.0),
+    Rung("greedy", "greedy", 636.0),
+)
+_BY_NAME = {r.name: r for r in RUNGS}
+
+
+def rung(name: str) -> Rung:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown ladder rung {name!r}; the rungs: {', '.join(r.name for r in RUNGS)}") from None
+
+
+def find_engine(command: str = FAIRY_STOCKFISH) -> Optional[str]:
+    """The path of the Fairy-Stockfish binary: `command` on PATH, or in Debian's /usr/games."""
+    found = shutil.which(command)
+    if found is None and "/" not in command:
+        found = shutil.which(command, path=str(DEBIAN_GAMES))
+    return found
+
+
+class EngineMissing(ValueError):
+    """A rung needs Fairy-Stockfish and it is not installed."""
+
+
+def rung_player(name: str, seed: int = 0, options: Optional[dict] = None, label: Optional[str] = None,
+                engine: str = FAIRY_STOCKFISH):
+    """A player for the rung `name` (player spec `ladder:NAME`); a rung is fixed, so it takes
+    no options. Raises EngineMissing without Fairy-Stockfish."""
+    from azshogi.play.players import GreedyPlayer, RandomPlayer, UsiPlayer
+
+    if options:
+        raise ValueError(f"player 'ladder:{name}': a rung takes no options (got {', '.join(options)})")
+    r = rung(name)
+    label = label or r.name
+    if r.kind == "random":
+        return RandomPlayer(seed, label)
+    if r.kind == "greedy":
+        return GreedyPlayer(seed, label)
+    path = find_engine(engine)
+    if path is None:
+        raise EngineMissing(f"ladder rung {r.name} needs Fairy-Stockfish, which is not installed "
+                            f"(apt-get install fairy-stockfish)")
+    return UsiPlayer(path, {"UCI_Variant": "shogi", "Threads": "1", "Skill Level": str(r.skill)},
+                     f"nodes {r.nodes}", label)
+
+
+# --- ratings ---
+
+@dataclass(frozen=True)
+class Score:
+    """A player's games against one opponent of known rating."""
+
+    rating: float
+    wins: int
+    losses: int
+    draws: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.losses + self.draws
+
+    @property
+    def points(self) -> float:
+        return self.wins + 0.5 * self.draws
+
+
+@dataclass(frozen=True)
+class Rating:
+    rating: float  # Elo above uniform random
+    margin: float  # half-width of its 95% interval
+    clipped: bool = False  # a perfect or zero score against some rung was clipped
+    games: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.rating:.0f} +/- {self.margin:.0f}" + (" (a perfect score clipped)" if self.clipped else "")
+
+
+def expected_score(rating: float, opponent: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** ((opponent - rating) / 400.0))
+
+
+def _clipped_points(score: Score) -> tuple[float, bool]:
+    n = score.games
+    if score.points <= 0.0:
+        return 0.5, True
+    if score.points >= n:
+        return n - 0.5, True
+    return score.points, False
+
+
+def rate(scores: Sequence[Score]) -> Rating:
+    """The maximum-likelihood rating of a player with these scores against opponents of known
+    rating, and its 95% margin (from the Fisher information)."""
+    scores = [s for s in scores if s.games > 0]
+    if not scores:
+        raise ValueError("no games to rate")
+    points, clipped = zip(*(_clipped_points(s) for s in scores))
+
+    def excess(r: float) -> float:  # observed minus expected points: decreasing in r
+        return sum(p - s.games * expected_score(r, s.rating) for p, s in zip(points, scores))
+
+    low, high = min(s.rating for s in scores) - 4000.0, max(s.rating for s in scores) + 4000.0
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if excess(mid) > 0 else (low, mid)
+    r = 0.5 * (low + high)
+    information = sum(s.games * expected_score(r, s.rating) * (1 - expected_score(r, s.rating))
+                      for s in scores) * _K ** 2
+    margin = _Z975 / math.sqrt(information) if information > 0 else math.inf
+    return Rating(r, margin, any(clipped), sum(s.games for s in scores))
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Games between two named players: `first`'s wins, losses and draws."""
+
+    first: str
+    second: str
+    wins: int
+    losses: int
+    draws: int
+
+
+def fit_ratings(pairings: Sequence[Pairing], anchor: str = "random", rounds: int = 200) -> dict[str, Rating]:
+    """Every player's rating from games among them (Bradley-Terry by maximum likelihood), with
+    `anchor` at 0: each round rates each player against the others' current ratings."""
+    players = sorted({p.first for p in pairings} | {p.second for p in pairings})
+    if anchor not in players:
+        raise ValueError(f"the anchor {anchor!r} played no games")
+    ratings = {p: 0.0 for p in players}
+    fitted: dict[str, Rating] = {anchor: Rating(0.0, 0.0)}
+    for _ in range(rounds):
+        for player in players:
+            if player == anchor:
+                continue
+            fitted[player] = rate(_scores_of(player, pairings, ratings))
+            ratings[player] = fitted[player].rating
+    return fitted
+
+
+def _scores_of(player: str, pairings: Sequence[Pairing], ratings: dict) -> list[Score]:
+    out = []
+    for p in pairings:
+        if p.first == player:
+            out.append(Score(ratings[p.second], p.wins, p.losses, p.draws))
+        elif p.second == player:
+            out.append(Score(ratings[p.first], p.losses, p.wins, p.draws))
+    return out
+
+
+def nearest_rungs(rating: Optional[float], count: int, rungs: Optional[Sequence[Rung]] = None) -> list[Rung]:
+    """The `count` consecutive rungs (of the ladder, or `rungs`) around `rating` (the lowest ones
+    when there is no rating yet): those whose ratings are nearest to it, in ladder order."""
+    rungs = sorted(RUNGS if rungs is None else rungs, key=lambda r: r.rating)
+    count = min(count, len(rungs))
+    if rating is None:
+        return rungs[:count]
+    best = min(range(len(rungs) - count + 1),
+               key=lambda i: max(abs(r.rating - rating) for r in rungs[i:i + count]))
+    return rungs[best:best + count]
+
+
+@dataclass
+class LadderResult:
+    """A player's matches against rungs, and its rating from them."""
+
+    player: str
+    matches: dict = field(default_factory=dict)  # rung name -> play.arena.MatchResult
+    skipped: dict = field(default_factory=dict)  # rung name -> why it was not played
+
+    @property
+    def rating(self) -> Optional[Rating]:
+        scores = [Score(rung(name).rating, m.wins, m.losses, m.draws) for name, m in self.matches.items()]
+        return rate(scores) if scores else None
+
+
+def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: str = "startpos", seed: int = 0,
+                in_flight: int = 16, progress: bool = False, say: Callable[[str], None] = print,
+                on_game: Optional[Callable[[str, object, object], None]] = None) -> LadderResult:
+    """Plays `player` against each rung (`games` games, colours alternating). A rung that
+    cannot be played (Fairy-Stockfish missing, or crashing) is left out with a one-line note
+    through `say`; the others are played. on_game(rung name, opponent, GameResult) per game."""
+    from azshogi.play.arena import Openings, play_match
+    from azshogi.play.usi_client import UsiError
+
+    result = LadderResult(player.name)
+    for r in rungs:
+        try:
+            opponent = rung_player(r.name, seed)
+        except (EngineMissing, UsiError) as e:
+            result.skipped[r.name] = str(e)
+            say(f"ladder: {r.name} left out: {e}")
+            continue
+        try:
+            result.matches[r.name] = play_match(
+                player, opponent, games, openings=Openings(openings, seed), rules=rules, in_flight=in_flight,
+                progress=progress, on_game=None if on_game is None else
+                (lambda game, r=r, opponent=opponent: on_game(r.name, opponent, game)))
+        except UsiError as e:
+            result.skipped[r.name] = f"failed: {e}"
+            say(f"ladder: {r.name} left out: it failed during its match ({e})")
+        finally:
+            opponent.close()
+    return result

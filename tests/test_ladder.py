@@ -1,0 +1,122 @@
+"""The ladder (play/ladder.py): its rating arithmetic on known results, the rungs chosen around
+a rating, and a rung that is missing or crashes leaving the others to be played."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from azshogi.play import ladder
+from azshogi.play.elo import elo_of_score, estimate
+from azshogi.play.ladder import Pairing, Rung, Score, fit_ratings, nearest_rungs, play_ladder, rate
+from azshogi.play.players import RandomPlayer
+from azshogi.shogi.rules import Rules
+
+
+def test_one_rung_gives_its_rating_plus_the_matchs_elo_difference():
+    for wins, losses, draws in ((60, 30, 10), (10, 80, 10), (50, 50, 0)):
+        r = rate([Score(300.0, wins, losses, draws)])
+        assert r.rating == pytest.approx(300.0 + estimate(wins, losses, draws).elo, abs=0.01)
+        assert not r.clipped and r.games == wins + losses + draws
+
+
+def test_a_perfect_score_is_clipped_to_a_finite_rating_and_says_so():
+    r = rate([Score(100.0, 20, 0, 0)])
+    assert r.clipped and math.isfinite(r.rating)
+    assert r.rating == pytest.approx(100.0 + elo_of_score(19.5 / 20), abs=0.01)  # as play/elo clips one match
+    zero = rate([Score(100.0, 0, 20, 0)])
+    assert zero.clipped and zero.rating == pytest.approx(100.0 - elo_of_score(19.5 / 20), abs=0.01)
+
+
+def test_even_results_against_two_rungs_rate_between_them():
+    r = rate([Score(0.0, 10, 10, 0), Score(400.0, 10, 10, 0)])
+    assert r.rating == pytest.approx(200.0, abs=0.01)
+    # Winning everything against the weak rung and nothing against the strong one: in between.
+    r = rate([Score(0.0, 20, 0, 0), Score(800.0, 0, 20, 0)])
+    assert 0.0 < r.rating < 800.0 and r.rating == pytest.approx(400.0, abs=0.01)
+
+
+def test_the_rating_is_the_maximum_likelihood_rating():
+    scores = [Score(0.0, 18, 1, 1), Score(640.0, 9, 9, 2), Score(900.0, 3, 15, 2)]
+    r = rate(scores)
+
+    def log_likelihood(x):
+        return sum(s.points * math.log(ladder.expected_score(x, s.rating))
+                   + (s.games - s.points) * math.log(1 - ladder.expected_score(x, s.rating)) for s in scores)
+
+    assert log_likelihood(r.rating) > log_likelihood(r.rating + 5) and log_likelihood(r.rating) > log_likelihood(
+        r.rating - 5)
+    # More games, a smaller margin
+    assert rate([Score(s.rating, 4 * s.wins, 4 * s.losses, 4 * s.draws) for s in scores]).margin == pytest.approx(
+        r.margin / 2, rel=0.02)
+    with pytest.raises(ValueError):
+        rate([])
+
+
+def test_fitted_ratings_reproduce_a_known_scale():
+    # Games drawn from known ratings (expected scores, in whole games): the fit finds them again.
+    truth = {"random": 0.0, "a": 300.0, "b": 500.0, "c": 900.0}
+    pairings = []
+    names = list(truth)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            p = ladder.expected_score(truth[first], truth[second])
+            wins = round(1000 * p)
+            pairings.append(Pairing(first, second, wins, 1000 - wins, 0))
+    fitted = fit_ratings(pairings)
+    assert fitted["random"].rating == 0.0
+    for name in ("a", "b", "c"):
+        assert fitted[name].rating == pytest.approx(truth[name], abs=3.0)
+
+
+def test_nearest_rungs_are_consecutive_and_around_the_rating():
+    rungs = [Rung(f"r{i}", "random", 200.0 * i) for i in range(6)]
+    assert [r.name for r in nearest_rungs(None, 3, rungs)] == ["r0", "r1", "r2"]
+    assert [r.name for r in nearest_rungs(610.0, 3, rungs)] == ["r2", "r3", "r4"]
+    assert [r.name for r in nearest_rungs(5000.0, 2, rungs)] == ["r4", "r5"]
+    assert [r.name for r in nearest_rungs(-50.0, 9, rungs)] == [f"r{i}" for i in range(6)]
+
+
+def test_every_rung_is_a_player_spec_and_ratings_rise_along_the_ladder():
+    ratings = [r.rating for r in ladder.RUNGS]
+    assert ratings == sorted(ratings) and ladder.RUNGS[0].name == "random" and ratings[0] == 0.0
+    with pytest.raises(ValueError, match="unknown ladder rung"):
+        ladder.rung("stockfish")
+
+
+FAKE_ENGINE = """#!/bin/sh
+while read line; do
+  case "$line" in
+    usi) echo "id name fake"; echo "option name UCI_Variant type string default shogi";
+         echo "option name Threads type spin default 1 min 1 max 1";
+         echo "option name Skill Level type spin default 20 min -20 max 20"; echo usiok;;
+    isready) echo readyok;;
+    go*) exit 1;;
+    quit) exit 0;;
+  esac
+done
+"""
+
+
+def test_a_missing_or_crashing_rung_is_left_out_with_a_note_and_the_others_are_played(monkeypatch, tmp_path):
+    missing = Rung("missing", "fairy", 700.0, skill=0, nodes=10)
+    crashing = Rung("crashing", "fairy", 800.0, skill=0, nodes=10)
+    monkeypatch.setattr(ladder, "_BY_NAME", {**ladder._BY_NAME, "missing": missing, "crashing": crashing})
+    monkeypatch.setattr(ladder, "find_engine", lambda command=ladder.FAIRY_STOCKFISH: None)
+    notes = []
+    result = play_ladder(RandomPlayer(1, "me"), [ladder.rung("random"), missing], 2, rules=Rules(max_plies=8),
+                         say=notes.append)
+    assert set(result.matches) == {"random"} and set(result.skipped) == {"missing"}
+    assert len(notes) == 1 and "missing" in notes[0] and "apt-get install fairy-stockfish" in notes[0]
+    assert result.rating is not None
+
+    # An engine that starts, then dies at its first `go`: its match is left out, the ladder goes on.
+    fake = tmp_path / "fake-engine"
+    fake.write_text(FAKE_ENGINE)
+    fake.chmod(0o755)
+    monkeypatch.setattr(ladder, "find_engine", lambda command=ladder.FAIRY_STOCKFISH: str(fake))
+    notes.clear()
+    result = play_ladder(RandomPlayer(1, "me"), [crashing, ladder.rung("random")], 2, rules=Rules(max_plies=8),
+                         say=notes.append)
+    assert set(result.matches) == {"random"} and "failed" in result.skipped["crashing"]
+    assert len(notes) == 1 and "crashing" in notes[0] and "during its match" in notes[0]
