@@ -83,6 +83,17 @@ def batch_buckets(max_batch: int) -> list[int]:
     return sizes + [max_batch]
 
 
+def _allow_recompiles(graphs: int) -> None:
+    """Room for one compiled graph per bucket, and as many again (another guard, e.g. a dtype).
+    Dynamo's limit (8 by default) would otherwise run every batch beyond the 8th bucket, the
+    full batches from max_batch > 1024 on, uncompiled (with a warning)."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its older name
+    setattr(config, name, max(getattr(config, name), 2 * graphs))
+
+
 class InferenceNet:
     """Callable (x1, x2) -> (policy logits, value logit) on the shared model's current weights."""
 
@@ -101,8 +112,9 @@ class InferenceNet:
             if compile_cache:
                 Path(compile_cache).expanduser().mkdir(parents=True, exist_ok=True)
                 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(compile_cache).expanduser()))
-            self.net = torch.compile(self.net, dynamic=False)
             self.buckets = batch_buckets(max_batch or 512)
+            _allow_recompiles(len(self.buckets))
+            self.net = torch.compile(self.net, dynamic=False)
 
     def _sync_weights(self) -> None:
         version = _version(self.model)
