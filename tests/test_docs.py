@@ -1,27 +1,43 @@
-"""The documented commands work as written. Every command in a fenced ```bash block of README.md
-and docs/*.md has an entry in COMMANDS, keyed by its exact text (continuation lines joined,
-comments dropped):
+"""The documented commands work as written. Every command of README.md and docs/*.md has an
+entry in COMMANDS, keyed by its exact text: the commands of the fenced ```bash blocks
+(continuation lines joined, comments dropped) and the inline code spans of the prose that are
+commands of this project — a console script with at least one argument (a script's name alone
+names it), `python docs/tools/...`, `bash docs/tools/...`, `python -m azshogi...` or
+`python -m pytest...` (whitespace collapsed). An entry is:
 
 - Run(extra): run here, smoke-sized: the same program and the same arguments with `extra`
-  appended (later values win: Hydra overrides, `--games`, `-a KEY=VALUE`), in a scratch folder
-  holding tiny checkpoints where the docs name them; the commands of one file run in their
-  order, so that one command's output (a run, an hcpe3 file) is the next one's input;
+  appended (later values win: Hydra overrides, `--games`, `-a KEY=VALUE`, a tool's `--nodes`),
+  in a scratch folder holding tiny checkpoints where the docs name them; the commands of one
+  file run in their order, so that one command's output (a run, an hcpe3 file) is the next
+  one's input. `then` checks what it printed or wrote; console scripts run in this process,
+  `python docs/tools/...` and `bash docs/tools/...` as processes (bash with a stand-in
+  azshogi-bench on PATH that records its arguments, which are then composed as a Check's);
+  a command that needs Fairy-Stockfish or matplotlib runs in a test of its own, reported as
+  skipped where that is missing;
 - Check(reason): too long to run here (an hour of training, a benchmark): its Hydra overrides
-  are composed and validated, so a renamed key or a bad value still fails;
-- Skip(reason): not runnable in a test at all (CUDA, an installer, a server, Windows), or run
-  by the test named in the reason.
+  are composed and validated (a docs/tools script: its arguments parsed by its own parser), so
+  a renamed key or a bad value still fails;
+- Skip(reason): not runnable in a test at all (CUDA, an installer, a server, an older azshogi),
+  or run by the test named in the reason.
 
-A new command in the docs without an entry fails test_every_documented_command_has_an_entry;
-a documented command that fails as written fails the test of its file.
+`fill` (Run, Check) stands example values in for a command's placeholders (`W`, `TREE`, `...`)
+before it runs or is checked. A new command in the docs without an entry fails
+test_every_documented_command_has_an_entry; a documented command that fails as written fails the
+test of its file.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
+import os
+import re
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -33,16 +49,27 @@ from azshogi.config import register_configs, to_config
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FAIRY = "/usr/games/fairy-stockfish"
+SCRIPTS = ("azshogi", "azshogi-usi", "azshogi-arena", "azshogi-bench", "azshogi-pretrain", "azshogi-export")
+INLINE_PREFIXES = ("python docs/tools/", "bash docs/tools/", "python -m azshogi", "python -m pytest")
+CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
 
 
 def documented_commands(path: Path) -> list[str]:
-    """The commands of the file's ```bash blocks, in order."""
-    commands, block, joined = [], None, ""
-    for line in path.read_text(encoding="utf-8").splitlines():
+    """The commands of the file, in order: its ```bash blocks' and its prose's inline ones."""
+    commands, fence, joined, prose = [], None, "", []
+    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
         if line.startswith("```"):
-            block = None if block is not None else (line[3:].strip() == "bash" or None) and []
+            commands += inline_commands(" ".join(prose))
+            prose, fence = [], None if fence else ("bash" if line[3:].strip() == "bash" else "other")
             continue
-        if block is None:
+        if fence is None:
+            if line.strip():
+                prose.append(line)
+            else:  # a paragraph ends: code spans do not cross it
+                commands += inline_commands(" ".join(prose))
+                prose = []
+            continue
+        if fence != "bash":
             continue
         joined += line.strip()
         if joined.endswith("\\"):
@@ -52,6 +79,17 @@ def documented_commands(path: Path) -> list[str]:
         if command and not command.startswith("#"):
             commands.append(command)
     return commands
+
+
+def inline_commands(text: str) -> list[str]:
+    """The code spans of a paragraph that are commands of this project (see the module doc)."""
+    out = []
+    for match in CODE_SPAN.finditer(text):
+        span = " ".join(match.group(2).split())
+        words = span.split()
+        if (words and words[0] in SCRIPTS and len(words) > 1) or span.startswith(INLINE_PREFIXES):
+            out.append(span)
+    return out
 
 
 def _without_comment(line: str) -> str:
@@ -70,11 +108,15 @@ def _without_comment(line: str) -> str:
 @dataclass(frozen=True)
 class Run:
     extra: tuple = ()
+    fill: tuple = ()  # (placeholder, example) pairs; an empty example drops the word
+    then: Optional[Callable] = None  # then(folder, output): what the command printed or wrote makes sense
+    needs: str = ""  # "matplotlib": runs in test_documented_commands_that_need_another_program
 
 
 @dataclass(frozen=True)
 class Check:
     reason: str
+    fill: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -87,10 +129,92 @@ LOOP = ("device=cpu", "inference.dtype=fp32", "selfplay.num_actors=4", "search.n
         "search.max_num_considered_actions=2", "rules.max_plies=12", "loop.positions_per_checkpoint=24",
         "loop.steps_per_checkpoint=1", "train.batch_size=8", "train.warmup_steps=0", "eval.every=0")
 ARENA = ("--games", "2", "--in-flight", "2", "--max-plies", "12", "--quiet")
-BENCH = "a benchmark (minutes); test_bench.py runs the command smoke-sized"
+BENCH = "a benchmark (minutes); test_bench.py runs azshogi-bench smoke-sized"
+USI_BENCH = "a benchmark (minutes); test_bench.py::test_usi_bench_measures_engines_side_by_side runs it smoke-sized"
 HOUR = "trains for an hour or more; test_loop.py and test_resume.py run the loop"
 NEEDS_CUDA = "needs CUDA (without it: one line, test_cli_errors.py)"
 OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/benchmarks.md)"
+TOOL_ARGS = "a benchmark (minutes); the same tool runs smoke-sized in the entry above"
+W, A = ("W", "4"), ("A", "512")  # the docs' placeholders for numbers of workers and actors
+WINDOWS_LAUNCHER = r"azshogi-usi --make-launcher checkpoints\myrun\ckpt-00040.pt C:\engines\azshogi-myrun.bat"
+
+
+def _profile_rows(folder: Path, output: str) -> None:
+    """engine_profile.py: a row per batch size and position, a cost per leaf, the parts' shares."""
+    rows = re.findall(r"^ *(\d+) (startpos|mid11) +([\d.]+) +([\d.]+) +([\d.]+)  (.*)$", output, re.M)
+    assert [(int(b), p) for b, p, *_ in rows] == [(b, p) for b in (8, 32, 256) for p in ("startpos", "mid11")], output
+    for batch, _, low, median, mean_batch, parts in rows:
+        assert 0 < float(low) <= float(median) and 1 <= float(mean_batch) <= int(batch), output
+        shares = dict(re.findall(r"(\w+) (\d+)%", parts))
+        assert set(shares) == {"descend_together", "prepare_paths", "evaluate_and_expand", "back_up"}, parts
+        assert 50 <= sum(map(int, shares.values())) <= 102, parts
+
+
+def _late_bestmoves_counted(folder: Path, output: str) -> None:
+    """late_bestmoves.py: each move of its game timed, the late ones counted (the engine's
+    timing itself: test_usi_engine.py::test_answers_within_its_time)."""
+    moves = re.findall(r"^move +(\d+) ply +\d+: \S+ +after +\d+ ms( LATE)?$", output, re.M)
+    late = re.search(r"^byoyomi 400 ms, 3 moves: (\d) late; go -> bestmove median \d+ ms, max \d+ ms$", output, re.M)
+    assert [int(n) for n, _ in moves] == [1, 2, 3] and late, output
+    assert int(late.group(1)) == sum(bool(x) for _, x in moves), output
+
+
+def _usiok_timed(folder: Path, output: str) -> None:
+    assert re.search(r"^usi -> usiok: median \d+ ms, max \d+ ms; process start -> usiok: .*\(1 starts\)$", output,
+                     re.M), output
+
+
+def _first_minute_seen(folder: Path, output: str) -> None:
+    """first_minute.py on a one-checkpoint run (it stops watching when the run ends): its JSON
+    line, with the bar drawn, then a move shown on it."""
+    report = json.loads(output.strip().splitlines()[-1])
+    assert report["command"].startswith("azshogi device=cpu") and report["seconds"] == 300, report
+    assert 0 < report["bar_drawn_s"] <= report["first_move_on_the_bar_s"] < 300, report
+    assert report["moves_shown_last"] > 0 and "first_tensorboard_scalar_s" in report, report
+
+
+def _search_cost_per_evaluation(folder: Path, output: str) -> None:
+    assert re.search(rf"^{ROOT.name}: [\d.]+ us per evaluation \(windows: [\d.]+, [\d.]+, [\d.]+\), tree width \d+$",
+                     output, re.M), output
+
+
+def _search_cost_by_plies(folder: Path, output: str) -> None:
+    assert re.search(rf"^{ROOT.name}: ply 30 [\d.]+ pos/s \(\d+ legal moves\), ply 300 [\d.]+ pos/s \(\d+\), ratio "
+                     r"[\d.]+, tree width \d+$", output, re.M), output
+
+
+def _benchmark_lines_composed(folder: Path, output: str) -> None:
+    """run_benchmarks.sh under the stand-in azshogi-bench: each of its lines called it once with
+    Hydra overrides that compose, and its JSON line was collected with them."""
+    calls = [line.split("\t")[:-1] for line in (folder / "azshogi-bench-calls").read_text().splitlines()]
+    collected = [json.loads(line) for line in (folder / "benchmarks.jsonl").read_text().splitlines()]
+    assert len(calls) == len(collected) >= 10, output
+    for words, result in zip(calls, collected):
+        assert words[-3:] == ["bench.seconds=10", "bench.repeats=3", "bench.warmup_seconds=5"], words
+        assert result == {"stand_in": True, "overrides": words[:-3]}, result
+        _hydra_overrides_check(["azshogi-bench", *words])
+
+
+def _usi_anchor_played(folder: Path, output: str) -> None:
+    """The in-loop evaluation played Fairy-Stockfish: its match in logs/myrun/eval/ (the ratings'
+    history, CSA records of the games)."""
+    history = json.loads((folder / "logs" / "myrun" / "eval" / "ratings.json").read_text())
+    match = history[-1]["matches"]["usi"]
+    assert match["player_b"].startswith("Fairy-Stockfish") and match["games"] == 2, match
+    assert match["wins"] + match["losses"] + match["draws"] == 2, match
+    records = sorted((folder / "logs" / "myrun" / "eval").glob(f"ckpt{history[-1]['checkpoint']:05d}/usi/*.csa"))
+    assert records and "Fairy-Stockfish" in records[0].read_text(), records
+
+
+def _options_listed(folder: Path, output: str) -> None:
+    assert re.search(r"^Checkpoint +filename +default", output, re.M), output
+
+
+def _png_written(folder: Path, output: str) -> None:
+    out = re.search(r"^wrote (\S+\.png): (.+)$", output, re.M)
+    assert out and (folder / out.group(1)).stat().st_size > 1000, output
+
+
 
 # docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
 STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"),
@@ -116,24 +240,38 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/":
         Run(ARENA + ("-a", "nodes=4")),
+    # README.md, inline
+    "python -m pytest -m cuda": Skip("needs CUDA: tests/test_cuda.py's tests, which the suite collects and skips "
+                                     "without it"),
+    "azshogi +experiment=smoke": Run(LOOP + ("loop.max_checkpoints=1",)),
+    "azshogi +experiment=cpu": Run(LOOP + ("loop.max_checkpoints=1",)),
+    "azshogi run=myrun": Check("resumes a run and trains until stopped; test_loop.py::"
+                               "test_sigterm_ends_with_a_checkpoint_and_resumes resumes a run by its name"),
+    "azshogi-bench device=cuda model=large selfplay.num_workers=W selfplay.num_actors=A": Check(NEEDS_CUDA, (W, A)),
+    "azshogi-bench usi CHECKPOINT": Skip("CHECKPOINT stands for a checkpoint file; " + USI_BENCH),
+    "azshogi-export onnx": Skip("a subcommand's name; docs/interop.md's `azshogi-export onnx ...` runs"),
+    "azshogi-export hcpe3-to-csa": Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
+    # docs/architecture.md, inline
+    "azshogi-bench usi": Skip("a subcommand's name; " + USI_BENCH),
     # docs/benchmarks.md
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=10 bench.repeats=3": Check(BENCH),
-    "bash docs/tools/run_benchmarks.sh 10 3": Skip(BENCH),
+    "bash docs/tools/run_benchmarks.sh 10 3": Run(then=_benchmark_lines_composed),
+    "azshogi-bench ... bench.seconds=10 bench.repeats=3 bench.warmup_seconds=5": Check(BENCH, (("...", ""),)),
     "azshogi-bench model=small selfplay.num_workers=W bench.seconds=10 bench.repeats=3 bench.warmup_seconds=5":
-        Skip("W stands for a number of workers; " + BENCH),
+        Check(BENCH, (W,)),
     "azshogi-bench device=cpu bench.network=instant bench.fake_clients=4 selfplay.num_actors=A bench.seconds=3 "
-    "bench.repeats=3 bench.warmup_seconds=1": Skip("A stands for a number of actors; " + BENCH),
+    "bench.repeats=3 bench.warmup_seconds=1": Check(BENCH, (A,)),
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=10 bench.repeats=3 bench.warmup_seconds=5 "
     "device=cpu": Check(BENCH),
     "azshogi-bench model=medium selfplay.num_actors=128 bench.seconds=15 bench.repeats=3 bench.warmup_seconds=5 "
     "device=cpu": Check(BENCH),
     "azshogi-bench model=small selfplay.num_actors=128 selfplay.num_workers=W bench.seconds=10 bench.repeats=3 "
-    "bench.warmup_seconds=5 device=cpu": Skip("W stands for a number of workers; " + BENCH),
+    "bench.warmup_seconds=5 device=cpu": Check(BENCH, (W,)),
     "azshogi-bench device=cuda model=large bench.seconds=20": Check(NEEDS_CUDA),
-    "for W in 0 4 8 15; do for A in 512 1024 2048 4096; do": Skip(NEEDS_CUDA),
+    "for W in 0 4 8 15; do for A in 512 1024 2048 4096; do": Skip("the shell's loop around the command below"),
     "azshogi-bench device=cuda model=large selfplay.num_workers=$W selfplay.num_actors=$A bench.seconds=20":
-        Skip(NEEDS_CUDA),
-    "done; done": Skip(NEEDS_CUDA),
+        Check(NEEDS_CUDA, (("$W", "4"), ("$A", "512"))),
+    "done; done": Skip("the shell's loop around the command above"),
     "azshogi-bench device=cuda model=small selfplay.num_workers=15 selfplay.num_actors=2048 bench.seconds=20":
         Check(NEEDS_CUDA),
     "azshogi-bench device=cuda bench.network=instant bench.fake_clients=8 selfplay.num_actors=2048":
@@ -141,30 +279,43 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-bench device=cuda model=large bench.network=instant selfplay.num_workers=15 selfplay.num_actors=2048":
         Check(NEEDS_CUDA),
     'azshogi-bench device=cuda model=large "bench.plies=[30,300]" selfplay.num_actors=512': Check(NEEDS_CUDA),
-    "python docs/tools/bench_checkpoint.py --repeats 5": Skip(BENCH),
+    "python docs/tools/bench_checkpoint.py --repeats 5":
+        Skip("a benchmark (minutes); test_bench_checkpoint.py::test_the_checkpoint_benchmark_runs runs the tool "
+             "smoke-sized"),
     "PYTHONPATH=/tmp/azshogi-9d6d736 python docs/tools/bench_checkpoint.py --repeats 3": Skip(OLD_ENGINE),
-    "python docs/tools/first_minute.py": Skip("watches the default run for 70 s in a pseudo-terminal"),
+    "python docs/tools/first_minute.py": Run(("--seconds", "300", *LOOP, "loop.max_checkpoints=1"),
+                                             then=_first_minute_seen),
     "git archive 9d6d736 | tar -x -C /tmp/azshogi-main": Skip(OLD_ENGINE),
     'MAIN="env PYTHONPATH=/tmp/azshogi-main python -m azshogi.commands.usi"': Skip(OLD_ENGINE),
     'azshogi-bench usi --model 5x64 --repeats 3 --option BatchSize=32 --option Threads=1 --engine main "$MAIN" '
     '--engine new "python -m azshogi.commands.usi"': Skip(OLD_ENGINE),
-    "azshogi-bench usi --model 10x192 ...": Skip("`...` stands for the options of the command above; " + BENCH),
-    "python docs/tools/engine_profile.py --nodes 4000 --batch 8 32 256 --repeats 3": Skip(BENCH),
+    "azshogi-bench usi --model 10x192 ...": Skip("`...` stands for the options of the command above; " + USI_BENCH),
+    "python docs/tools/engine_profile.py --nodes 4000 --batch 8 32 256 --repeats 3":
+        Run(("--nodes", "40", "--repeats", "1"), then=_profile_rows),
     "PYTHONPATH=/tmp/azshogi-main python docs/tools/engine_profile.py --nodes 4000 --batch 8 32 256 --repeats 3":
         Skip(OLD_ENGINE),
     "python docs/tools/late_bestmoves.py --model 10x192 --byoyomi 1000 --moves 50 --option BatchSize=32 "
-    "--option Threads=1": Skip(BENCH),
+    "--option Threads=1": Run(("--model", "1x16", "--byoyomi", "400", "--moves", "3"), then=_late_bestmoves_counted),
     "python docs/tools/late_bestmoves.py --model 10x192 --byoyomi 3000 --moves 50 --option BatchSize=32 "
-    "--option Threads=1": Skip(BENCH),
+    "--option Threads=1": Check(TOOL_ARGS),
     'python docs/tools/late_bestmoves.py ... --engine "$MAIN"': Skip(OLD_ENGINE),
-    "python docs/tools/late_bestmoves.py --usiok 10": Skip(BENCH),
+    "python docs/tools/late_bestmoves.py --usiok 10": Run(("--usiok", "1"), then=_usiok_timed),
     'azshogi-bench usi --model 5x64 --repeats 5 --positions startpos,mid50 --go "movetime 300" --option Threads=1':
-        Skip(BENCH),
+        Skip(USI_BENCH),
     'azshogi-bench usi --model 10x192 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
     '--engine new "python -m azshogi.commands.usi"': Skip(NEEDS_CUDA),
     'azshogi-bench usi --model 5x64 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
     '--engine new "python -m azshogi.commands.usi"': Skip(NEEDS_CUDA),
-    "python docs/tools/engine_profile.py --batch 64 256 512": Skip(BENCH),
+    "python docs/tools/engine_profile.py --batch 64 256 512": Check(TOOL_ARGS + " (its table's command)"),
+    # docs/benchmarks.md, inline
+    "python docs/tools/search_cost.py TREE selfplay table":
+        Run(("--actors", "8", "--window", "0.2"), (("TREE", str(ROOT)),), then=_search_cost_per_evaluation),
+    "azshogi-bench bench.network=instant": Check(BENCH),
+    "python docs/tools/search_cost.py TREE plies {table,uniform}":
+        Run(("--actors", "8", "--window", "0.2"), (("TREE", str(ROOT)), ("{table,uniform}", "uniform")),
+            then=_search_cost_by_plies),
+    "azshogi-bench bench.plies=[30,300] selfplay.num_actors=64": Check(BENCH),
+    "azshogi-bench device=cpu bench.seconds=10 bench.repeats=3 bench.warmup_seconds=5": Check(BENCH),
     # docs/interop.md, in order: a smoke run, pretraining on its games, resuming, seeding, export
     "azshogi +experiment=smoke run=smoke loop.positions_per_checkpoint=400": Run(LOOP),
     "ls logs/smoke/hcpe3/": Run(),
@@ -179,8 +330,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-export hcpe3-to-csa logs/smoke/hcpe3/ckpt-00001.hcpe3 csa": Run(),
     # docs/play.md
     # (its --make-launcher command is README.md's, above)
-    r"azshogi-usi --make-launcher checkpoints\myrun\ckpt-00040.pt C:\engines\azshogi-myrun.bat":
-        Skip("Windows paths; the .bat form: test_usi_engine.py"),
+    WINDOWS_LAUNCHER: Skip("Windows paths, which a POSIX shell would read otherwise: "
+                           "test_the_windows_launcher_command_writes_a_bat_that_starts_the_engine runs it here"),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/vs-greedy":
         Run(ARENA + ("-a", "nodes=4")),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt search:checkpoints/myrun/ckpt-00020.pt -a nodes=400 "
@@ -195,9 +346,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("ten games at a second a move; cshogi's runner against our engine: test_arena.py"),
     "azshogi run=myrun eval.every=2 eval.games=40 eval.num_simulations=64": Check(HOUR),
     "azshogi run=myrun eval.usi_engine=/usr/games/fairy-stockfish +eval.usi_options.UCI_Variant=shogi "
-    "eval.usi_go='nodes 500'": Check(HOUR),
-    'azshogi-bench usi checkpoints/myrun/ckpt-00040.pt --go "byoyomi 3000" --option BatchSize=32': Skip(BENCH),
-    "azshogi-bench usi --model 10x192 --repeats 3 --option BatchSize=32 --option Threads=2": Skip(BENCH),
+    "eval.usi_go='nodes 500'": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2", "eval.anchors=[]",
+                                          "eval.usi_go=nodes 10"), then=_usi_anchor_played),
+    'azshogi-bench usi checkpoints/myrun/ckpt-00040.pt --go "byoyomi 3000" --option BatchSize=32': Skip(USI_BENCH),
+    "azshogi-bench usi --model 10x192 --repeats 3 --option BatchSize=32 --option Threads=2": Skip(USI_BENCH),
+    # docs/play.md, inline
+    "python -m azshogi.commands.usi": Skip("the engine on stdin and stdout: test_usi_engine.py talks to it "
+                                           "(play_helpers.UsiSession starts this command)"),
+    "azshogi-usi CHECKPOINT": Skip("CHECKPOINT stands for a checkpoint file; the engine on stdin and stdout: "
+                                   "test_usi_engine.py talks to it on a tiny checkpoint"),
+    "azshogi-usi --list-options": Run(then=_options_listed),
+    "python docs/tools/late_bestmoves.py": Check(TOOL_ARGS.replace("above", "of docs/benchmarks.md")),
+    "python docs/tools/engine_profile.py": Check(TOOL_ARGS.replace("above", "of docs/benchmarks.md")),
     # docs/strength.md
     f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16":
         Check("trains for 40 minutes"),
@@ -206,10 +366,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Check("trains for 30 minutes"),
     f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 "
     "train.value_target_root_weight=0.0 run=cpu0": Check("trains for 30 minutes"),
+    # (on a few scalars of each kind written where the 30-minute run's logs would be)
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating":
-        Skip("needs matplotlib and the 30-minute run's logs; without matplotlib: one line, test_docs.py"),
+        Run(then=_png_written, needs="matplotlib"),
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-train.png train/policy_loss train/value_loss "
-    "selfplay/mean_game_length 'selfplay/termination_rate/*'": Skip("needs matplotlib and the 30-minute run's logs"),
+    "selfplay/mean_game_length 'selfplay/termination_rate/*'": Run(then=_png_written, needs="matplotlib"),
     "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt greedy --games 100 --in-flight 100 -a nodes=64 "
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "nodes=2")),
     "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt random --games 100 --in-flight 100 -a nodes=64 "
@@ -241,6 +402,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "simulations=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "simulations=2")),
+    # docs/strength.md, inline
+    "azshogi-bench +experiment=cpu": Check(BENCH),
 }
 
 
@@ -252,12 +415,21 @@ def test_every_documented_command_has_an_entry():
     assert not stale, f"COMMANDS entries no longer in the docs: {stale}"
 
 
-def _argv(command: str, home: Path) -> list[str]:
-    """The words of the command as the shell hands them over (`~` is the test's home)."""
+def _argv(command: str, home: Path, fill: tuple = ()) -> list[str]:
+    """The words of the command as the shell hands them over (`~` is the test's home), with the
+    placeholders of `fill` replaced: a whole word, or the value of a KEY=VALUE word."""
     words = shlex.split(command)
     if words[:3] == ["timeout", "-s", "TERM"]:
         words = words[4:]
-    return [str(home) + w[1:] if w.startswith("~/") else w for w in words]
+    words = [str(home) + w[1:] if w.startswith("~/") else w for w in words]
+    examples, out = dict(fill), []
+    for word in words:
+        key, eq, value = word.partition("=")
+        if word in examples:
+            out += [examples[word]] if examples[word] else []
+        else:
+            out.append(f"{key}={examples[value]}" if eq and value in examples else word)
+    return out
 
 
 def _hydra_overrides_check(words: list[str]) -> None:
@@ -268,11 +440,31 @@ def _hydra_overrides_check(words: list[str]) -> None:
         to_config(compose("config", overrides=overrides))
 
 
+@functools.lru_cache(maxsize=None)
+def _tool(path: str):
+    """A docs/tools script as a module (its main() not run)."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check(words: list[str]) -> None:
+    """A Check: a tool's arguments parsed by its own parser, or a Hydra command's overrides composed."""
+    if words[0] == "python" and words[1].startswith("docs/tools/"):
+        _tool(words[1]).parse_args(words[2:])
+    else:
+        _hydra_overrides_check(words)
+
+
 def _run(words: list[str], capsys, monkeypatch) -> tuple[object, str]:
-    """Runs a console script's main() in this process: (exit code, its output)."""
+    """Runs a console script's main() in this process, or a docs/tools script as a process:
+    (exit code, its output)."""
     from azshogi.commands import arena, export, pretrain, train, usi
 
     program, args = words[0], words[1:]
+    if program in ("python", "bash"):
+        return _run_tool(words, Path.cwd())
     mains = {"azshogi": train.main, "azshogi-pretrain": pretrain.main}
     code = 0
     try:
@@ -292,38 +484,136 @@ def _run(words: list[str], capsys, monkeypatch) -> tuple[object, str]:
     return code, out + err
 
 
-@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS])
-def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch):
-    commands = [c for c in documented_commands(ROOT / doc) if not isinstance(COMMANDS.get(c), Skip)]
-    if not commands:
-        pytest.skip(f"{doc}: no command to run")
-    home = tmp_path / "home"
-    home.mkdir()
-    for run, name in (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"),
-                      ("cpu", "ckpt-00010.pt"), *STRENGTH_RUNS, *CURVE_CHECKPOINTS):
-        (tmp_path / "checkpoints" / run).mkdir(parents=True, exist_ok=True)
-        make_tiny_checkpoint(tmp_path / "checkpoints" / run / name, seed=len(name))
-    monkeypatch.chdir(tmp_path)
-    failed = []
-    for command in commands:
-        entry, words = COMMANDS[command], _argv(command, home)
+def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
+    """`python docs/tools/X.py ...` (this interpreter) or `bash docs/tools/X.sh ...` in `folder`;
+    bash finds a stand-in azshogi-bench first on PATH: it writes its arguments to
+    azshogi-bench-calls (tab-separated, a line a call) and prints a JSON line."""
+    argv = [sys.executable if w == "python" else str(ROOT / w) if w.startswith("docs/tools/") else w for w in words]
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    if words[0] == "bash":
+        stand_in = folder / "stand-in"
+        stand_in.mkdir(exist_ok=True)
+        bench = stand_in / "azshogi-bench"
+        bench.write_text('#!/bin/sh\nfor a in "$@"; do printf \'%s\\t\' "$a"; done >> azshogi-bench-calls\n'
+                         'echo >> azshogi-bench-calls\necho \'{"stand_in": true}\'\n')
+        bench.chmod(0o755)
+        env["PATH"] = f"{stand_in}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout + done.stderr
+
+
+# The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
+GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
+         *STRENGTH_RUNS, *CURVE_CHECKPOINTS)
+
+
+def _scratch(folder: Path, commands: list[str]) -> Path:
+    """The folder the commands run in: the given checkpoints they name; `~` is folder/home."""
+    text = "\n".join(commands)
+    for run, name in GIVEN:
+        path = folder / "checkpoints" / run / name
+        if f"checkpoints/{run}/{name}" in text and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            make_tiny_checkpoint(path, seed=len(name))
+    if "plot_scalars.py logs/cpu" in text:  # a few scalars of each kind the figures show
+        from torch.utils.tensorboard import SummaryWriter
+
+        (folder / "docs").mkdir(exist_ok=True)
+        with SummaryWriter(str(folder / "logs" / "cpu")) as writer:
+            for step in (100, 200, 300):
+                for tag in ("eval/win_rate/greedy", "eval/elo/greedy", "eval/rating", "train/policy_loss",
+                            "train/value_loss", "selfplay/mean_game_length", "selfplay/termination_rate/checkmate"):
+                    writer.add_scalar(tag, step / 1000, step)
+    (folder / "home").mkdir(exist_ok=True)
+    return folder / "home"
+
+
+def _needs(command: str) -> str:
+    """What a Run command needs beyond this project: 'fairy-stockfish', 'matplotlib' or ''."""
+    entry = COMMANDS.get(command)
+    if not isinstance(entry, Run):
+        return ""
+    return "fairy-stockfish" if "fairy-stockfish" in command else entry.needs
+
+
+MISSING = {
+    "fairy-stockfish": None if Path(FAIRY).exists() else f"Fairy-Stockfish is not installed at {FAIRY} "
+                                                          "(apt-get install fairy-stockfish)",
+    "matplotlib": None if importlib.util.find_spec("matplotlib") else
+    'matplotlib is not installed (pip install -e ".[docs]"); without it the tool says so in one line: '
+    "test_plot_scalars_without_matplotlib_says_so_in_one_line",
+}
+
+
+def _run_or_check(command: str, home: Path, capsys, monkeypatch) -> Optional[str]:
+    """Runs (or checks) one documented command in the current folder: None, or why it failed."""
+    entry = COMMANDS[command]
+    words = _argv(command, home, entry.fill)
+    try:
         if isinstance(entry, Check):
-            try:
-                _hydra_overrides_check(words)
-            except Exception as e:  # noqa: BLE001 - any failure is the documented command's
-                failed.append(f"{command}\n  -> {type(e).__name__}: {e}")
-            continue
-        if any("fairy-stockfish" in w for w in words) and not Path(FAIRY).exists():
-            continue  # apt-get install fairy-stockfish
+            _check(words)
+            return None
         code, output = _run(words + list(entry.extra), capsys, monkeypatch)
         if code not in (0, None):
-            failed.append(f"{command}\n  -> exit {code}: {output.strip()[-500:]}")
+            return f"{command}\n  -> exit {code}: {output.strip()[-800:]}"
+        if entry.then:
+            entry.then(Path.cwd(), output)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is the documented command's
+        return f"{command}\n  -> {type(e).__name__}: {e}"
+    return None
+
+
+@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS])
+def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch):
+    commands = [c for c in dict.fromkeys(documented_commands(ROOT / doc))  # a repeated command runs once
+                if not isinstance(COMMANDS.get(c), Skip) and not _needs(c)]
+    if not commands:
+        pytest.skip(f"{doc}: every command has a Skip entry or a test of its own")
+    home = _scratch(tmp_path, commands)
+    monkeypatch.chdir(tmp_path)
+    failed = [f for f in (_run_or_check(c, home, capsys, monkeypatch) for c in commands) if f]
     assert not failed, "documented commands that fail as written:\n" + "\n".join(failed)
+
+
+NEEDING = sorted({c for path in DOCS for c in documented_commands(path) if _needs(c)})
+
+
+@pytest.mark.parametrize("command", NEEDING, ids=[" ".join(c.split()[:4]) for c in NEEDING])
+def test_documented_commands_that_need_another_program(command, tmp_path, capsys, monkeypatch):
+    """The Run commands that need Fairy-Stockfish or matplotlib, each on its own (they take no
+    other command's output), skipped with the reason when that is missing."""
+    if MISSING[_needs(command)]:
+        pytest.skip(MISSING[_needs(command)])
+    home = _scratch(tmp_path, [command])
+    monkeypatch.chdir(tmp_path)
+    failed = _run_or_check(command, home, capsys, monkeypatch)
+    assert not failed, failed
+
+
+def test_the_windows_launcher_command_writes_a_bat_that_starts_the_engine(tmp_path, capsys, monkeypatch):
+    """docs/play.md's .bat command with its words as cmd.exe hands them over (here the
+    backslashes and the drive are parts of file names in a scratch folder): a .bat file with
+    CRLF lines that starts this Python's engine on the checkpoint's absolute path, and that
+    command loads the checkpoint."""
+    assert WINDOWS_LAUNCHER in documented_commands(ROOT / "docs" / "play.md")
+    words = WINDOWS_LAUNCHER.split()
+    checkpoint, out = tmp_path / words[2], tmp_path / words[3]
+    make_tiny_checkpoint(checkpoint)
+    monkeypatch.chdir(tmp_path)
+    code, output = _run(words, capsys, monkeypatch)
+    assert code in (0, None) and output.strip() == words[3], output
+    lines = out.read_bytes().decode().split("\r\n")
+    assert lines[0] == "@echo off" and lines[1].endswith(" %*") and lines[2:] == [""], lines
+    command = re.findall(r'"([^"]*)"', lines[1])
+    assert command == [sys.executable, "-m", "azshogi.commands.usi", str(checkpoint.resolve())], lines
+    done = subprocess.run(command, input="usi\nisready\nquit\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usiok" in done.stdout.split("\n"), done.stdout + done.stderr
+    assert "readyok" in done.stdout.split("\n") and "error" not in done.stdout, done.stdout
 
 
 def test_plot_scalars_without_matplotlib_says_so_in_one_line(tmp_path):
     if importlib.util.find_spec("matplotlib") is not None:
-        pytest.skip("matplotlib is installed")
+        pytest.skip("matplotlib is installed: test_documented_commands_that_need_another_program runs the tool")
     done = subprocess.run([sys.executable, str(ROOT / "docs" / "tools" / "plot_scalars.py"), "logs", "x.png", "*"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
@@ -335,3 +625,20 @@ def test_the_extractor_reads_continuations_and_drops_comments(tmp_path):
     (tmp_path / "x.md").write_text("```bash\n# a comment\nprog a \\\n    b   # note\nprog 'c # d'\n```\n"
                                    "```\nnot bash\n```\n", encoding="utf-8")
     assert documented_commands(tmp_path / "x.md") == ["prog a b", "prog 'c # d'"]
+
+
+def test_the_extractor_reads_commands_inline_in_the_prose(tmp_path):
+    (tmp_path / "x.md").write_text(
+        "Run `azshogi +experiment=smoke` first, then `azshogi-bench\n   bench.network=instant`; `azshogi-usi` alone is\n"
+        "a name, `train.batch_size` a setting, ``python docs/tools/x.py --n 1`` a tool.\n\n`azshogi run=a\n\n"
+        "b` crosses a paragraph.\n```text\n`azshogi run=in-a-block`\n```\n```bash\nazshogi run=b\n```\n"
+        "And `python -m pytest -m cuda`.\n", encoding="utf-8")
+    assert documented_commands(tmp_path / "x.md") == [
+        "azshogi +experiment=smoke", "azshogi-bench bench.network=instant", "python docs/tools/x.py --n 1",
+        "azshogi run=b", "python -m pytest -m cuda"]
+
+
+def test_placeholders_are_filled_with_examples(tmp_path):
+    assert _argv("azshogi-bench ... selfplay.num_workers=W W x=$A TREE ~/e", tmp_path,
+                 (("...", ""), ("W", "4"), ("$A", "512"), ("TREE", "."))) == \
+        ["azshogi-bench", "selfplay.num_workers=4", "4", "x=512", ".", f"{tmp_path}/e"]
