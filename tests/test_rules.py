@@ -69,3 +69,31 @@ def test_mate_adjudication(plies):
     assert outcome(board, 1, RULES) is None
     end = outcome(board, 1, RULES, mate_plies=plies)
     assert end.termination == Termination.MATE_ADJUDICATION and end.value == 1
+
+
+def test_a_referee_counting_occurrences_ends_a_repetition_at_the_fourth():
+    shuffle = ["5i5h", "5a5b", "5h5i", "5b5a"]
+    board = board_after(None, shuffle)
+    assert outcome(board, 4, RULES, occurrences=2) is None  # the second occurrence: play on
+    assert outcome(board, 4, RULES, occurrences=3) is None
+    end = outcome(board_after(None, shuffle * 3), 12, RULES, occurrences=4)
+    assert end.termination == Termination.REPETITION and end.value == 0
+
+
+def test_a_referee_ends_a_perpetual_check_at_the_fourth_occurrence_against_the_checker():
+    checks = ["1i2i", "2a1a", "2i1i", "1a2a"]
+    board = board_after("7k1/9/9/9/9/9/9/9/K7R b - 1", checks)
+    assert outcome(board, 4, RULES, occurrences=2) is None
+    board = board_after("7k1/9/9/9/9/9/9/9/K7R b - 1", checks * 3)
+    end = outcome(board, 12, RULES, occurrences=4)
+    assert end.termination == Termination.PERPETUAL_CHECK
+    assert winner(board.turn, end.value) == cshogi.WHITE  # black gave the checks and loses
+
+
+def test_an_impasse_ends_the_game_unless_a_player_must_declare_it():
+    from azshogi.shogi.rules import declaration_wins
+
+    board = board_after(IMPASSE)  # black may declare under the 27-point rule
+    assert declaration_wins(board, RULES)
+    assert outcome(board, 100, RULES).termination == Termination.IMPASSE
+    assert outcome(board, 100, RULES, occurrences=1, impasse=False) is None

@@ -24,7 +24,7 @@ from azshogi.formats.records import write_csa, write_kif
 from azshogi.play.elo import EloEstimate, estimate
 from azshogi.play.players import Choice, Player, Turn
 from azshogi.shogi.positions import board_after, read_openings
-from azshogi.shogi.rules import Rules, Termination
+from azshogi.shogi.rules import Rules, Termination, declaration_wins, outcome, winner
 
 
 class Openings:
@@ -179,8 +179,13 @@ def _end(game: _Game, winner: Optional[int], termination: Termination, reason: s
                       game.start_sfen, game.opening_plies, game.started)
 
 
+_REASONS = {Termination.CHECKMATE: "{winner} won by checkmate", Termination.REPETITION: "repetition",
+            Termination.PERPETUAL_CHECK: "{loser} gave perpetual check", Termination.MAX_PLIES: "ply limit"}
+
+
 def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
-    """Plays a player's choice; returns the result when the game ends."""
+    """Plays a player's choice; returns the result when the game ends (rules.outcome, as a
+    referee: fourfold repetition, an impasse only when declared)."""
     board = game.board
     mover = board.turn
     other = 1 - mover
@@ -188,7 +193,7 @@ def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
     if choice.move == "resign":
         return _end(game, other, Termination.RESIGN, f"{colour} resigned")
     if choice.move == "win":
-        if board.is_nyugyoku(rules.impasse_law):
+        if declaration_wins(board, rules):
             return _end(game, mover, Termination.IMPASSE, f"{colour} declared an impasse win")
         return _end(game, other, Termination.RESIGN, f"{colour} declared a false impasse win")
     move = board.move_from_usi(choice.move) if len(choice.move) in (4, 5) else 0
@@ -198,18 +203,14 @@ def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
     game.moves.append(choice.move)
     key = board.zobrist_hash()
     game.seen[key] += 1
-    if game.seen[key] >= 4:  # sennichite: fourfold repetition
-        state = board.is_draw()
-        if state == cshogi.REPETITION_WIN:  # the mover gave perpetual check
-            return _end(game, board.turn, Termination.PERPETUAL_CHECK, f"{colour} gave perpetual check")
-        if state == cshogi.REPETITION_LOSE:
-            return _end(game, mover, Termination.PERPETUAL_CHECK, "perpetual check")
-        return _end(game, None, Termination.REPETITION, "repetition")
-    if board.is_game_over():
-        return _end(game, mover, Termination.CHECKMATE, f"{colour} won by checkmate")
-    if game.ply >= rules.max_plies:
-        return _end(game, None, Termination.MAX_PLIES, "ply limit")
-    return None
+    end = outcome(board, game.ply, rules, occurrences=game.seen[key], impasse=False)
+    if end is None:
+        return None
+    win = winner(board.turn, end.value)
+    names = {c: "black" if c == cshogi.BLACK else "white" for c in (cshogi.BLACK, cshogi.WHITE)}
+    reason = _REASONS[end.termination].format(winner=names.get(win), loser=names.get(1 - win if win is not None
+                                                                                     else None))
+    return _end(game, win, end.termination, reason)
 
 
 def play_match(player_a: Player, player_b: Player, games: int, *, openings: Optional[Openings] = None,

@@ -239,6 +239,7 @@ def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: s
     for r in rungs:
         try:
             opponent = rung_player(r.name, seed)
+            opponent.rules = rules
         except (EngineMissing, UsiError) as e:
             result.skipped[r.name] = str(e)
             say(f"ladder: {r.name} left out: {e}")

@@ -29,7 +29,7 @@ import numpy as np
 
 from azshogi.play.engine import EngineSettings, engine_search
 from azshogi.play.usi_client import UsiClient, win_rate_of_info
-from azshogi.shogi.rules import Rules, mate_move
+from azshogi.shogi.rules import Rules, declaration_wins, mate_move
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Choice:
 
 class Player:
     name = "player"
-    impasse_law = cshogi.LAW_27
+    rules = Rules()  # the rules of the games it plays (its impasse declarations follow them)
 
     def choose(self, turns: Sequence[Turn]) -> list[Choice]:
         raise NotImplementedError
@@ -68,7 +68,7 @@ class Player:
 
     def _declaration(self, turn: Turn) -> Optional[Choice]:
         """Built-in players declare an impasse win whenever the rules allow it."""
-        if turn.board.is_nyugyoku(self.impasse_law):
+        if declaration_wins(turn.board, self.rules):
             return Choice("win", 1.0)
         return None
 
@@ -178,7 +178,6 @@ class SearchPlayer(Player):
         self.search = engine_search(evaluator, cfg, settings, max_games)
         self.nodes = settings.nodes or cfg.search.num_simulations
         self.rules, self.resign, self.name = self.search.rules, settings.resign, name
-        self.impasse_law = self.rules.impasse_law
         self.trees: dict[int, int] = {}  # game -> its tree in the search
 
     def new_game(self, game: int) -> None:
@@ -228,7 +227,6 @@ class GumbelPlayer(Player):
 
         self.search = make_search(replace(search_config, kind=SearchKind.gumbel), evaluator, rules, max_games)
         self.rules, self.resign, self.name, self.mate_plies = rules, resign, name, mate_plies
-        self.impasse_law = rules.impasse_law
         self.seed = seed
         self.rngs: dict[int, np.random.Generator] = {}  # one stream per game: results do not
         # depend on which games happen to share a batch
@@ -321,11 +319,16 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
                 if kind == "search" and {"simulations", "considered"} & set(unknown) else ""
             raise ValueError(f"player {spec!r}: unknown option {', '.join(unknown)} (it takes {allowed}{hint})")
     if kind in ("random", "greedy"):
-        return RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed, name or "greedy")
+        player: Player = RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed,
+                                                                                                    name or "greedy")
+        player.rules = rules
+        return player
     if kind == "ladder":
         from azshogi.play.ladder import rung_player
 
-        return rung_player(arg, seed, options, name)
+        player = rung_player(arg, seed, options, name)
+        player.rules = rules
+        return player
     if kind == "search":
         settings = EngineSettings(nodes=_number(spec, options, "nodes", 0, low=1),
                                   batch_size=_number(spec, options, "batch", 8, low=1, high=256),
@@ -346,7 +349,9 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     if kind == "policy":
         temperature = _number(spec, options, "temperature", 0.0, float)
         evaluator, _ = _checkpoint(spec, arg, max_games, device, dtype)
-        return PolicyPlayer(evaluator, temperature, seed, name or f"policy:{Path(arg).stem}")
+        player = PolicyPlayer(evaluator, temperature, seed, name or f"policy:{Path(arg).stem}")
+        player.rules = rules
+        return player
     if kind == "usi":
         if not arg:
             raise ValueError("player usi: give the engine command, e.g. usi:/usr/games/fairy-stockfish")

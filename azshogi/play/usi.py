@@ -370,6 +370,7 @@ class UsiEngine:
         import cshogi
 
         from azshogi.shogi.positions import board_after
+        from azshogi.shogi.rules import Termination, outcome
 
         o, search = self.options, self.search
         if search is None:
@@ -380,9 +381,12 @@ class UsiEngine:
             return self._bestmove(job, "resign")
         board = board_after(self.start_sfen, self.moves)
         ply = board.move_number - 1
-        if not any(True for _ in board.legal_moves):
+        # The GUI referees repetitions and the ply limit; the engine answers a position without
+        # a legal move with resign and an impasse it may declare with win.
+        end = outcome(board, ply, search.rules, occurrences=1)
+        if end is not None and end.termination == Termination.CHECKMATE:
             return self._bestmove(job, "resign")
-        if board.is_nyugyoku(search.rules.impasse_law):
+        if end is not None and end.termination == Termination.IMPASSE:
             self.send("info string impasse declaration: the side to move wins")
             return self._bestmove(job, "win")
         limits = job.limits

@@ -56,26 +56,44 @@ def rules_of(settings: "RulesConfig", *, max_plies: Optional[int] = None, self_p
                  mate_adjudication_plies=settings.mate_adjudication_plies if self_play else 0)
 
 
+FOURFOLD = 4  # sennichite: the same position for the fourth time ends a game
+
+
+def declaration_wins(board: cshogi.Board, rules: Rules) -> bool:
+    """Whether the side to move wins by declaring an impasse (nyugyoku) under the point rule."""
+    return bool(board.is_nyugyoku(rules.impasse_law))
+
+
 def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Optional[int] = None,
-            mate_plies: int = 0, has_legal_move: Optional[bool] = None) -> Optional[Outcome]:
-    """Returns how the game ends at `board` (side to move's view), or None if it goes on.
+            occurrences: Optional[int] = None, mate_plies: int = 0, has_legal_move: Optional[bool] = None,
+            impasse: bool = True) -> Optional[Outcome]:
+    """Returns how the game ends at `board` (side to move's view), or None if it goes on. Every
+    game azshogi plays or searches ends here: self-play, the search's trees, the referee of
+    matches (play/arena.py) and the USI engine.
 
     ply: plies played from the game's start position to `board`.
     repetition_plies: how far back to look for a repetition (None = the whole history).
+    occurrences: how many times this position has occurred in the game, when a referee counts
+        them: a repetition then ends the game at the fourth occurrence (sennichite; a draw, or a
+        loss for the side that gave perpetual check). Without it a repetition ends the game at
+        its first recurrence (dlshogi's self-play rule, and the search's).
     mate_plies: 0, or an odd N: a mate in N for the side to move counts as a win (adjudication).
     has_legal_move: pass it when the legal moves are already known (saves generating them).
+    impasse: the side to move's impasse position ends the game as its win; False for a referee,
+        where a player must declare it (`declaration_wins`).
     """
-    rep = board.is_draw() if repetition_plies is None else board.is_draw(repetition_plies)
-    if rep == cshogi.REPETITION_DRAW:
-        return Outcome(Termination.REPETITION, 0)
-    if rep == cshogi.REPETITION_WIN:  # the opponent gave perpetual check
-        return Outcome(Termination.PERPETUAL_CHECK, 1)
-    if rep == cshogi.REPETITION_LOSE:  # the side to move gave perpetual check
-        return Outcome(Termination.PERPETUAL_CHECK, -1)
+    if occurrences is None or occurrences >= FOURFOLD:
+        rep = board.is_draw() if repetition_plies is None else board.is_draw(repetition_plies)
+        if rep == cshogi.REPETITION_DRAW:
+            return Outcome(Termination.REPETITION, 0)
+        if rep == cshogi.REPETITION_WIN:  # the opponent gave perpetual check
+            return Outcome(Termination.PERPETUAL_CHECK, 1)
+        if rep == cshogi.REPETITION_LOSE:  # the side to move gave perpetual check
+            return Outcome(Termination.PERPETUAL_CHECK, -1)
     no_move = board.is_game_over() if has_legal_move is None else not has_legal_move
     if no_move:
         return Outcome(Termination.CHECKMATE, -1)
-    if board.is_nyugyoku(rules.impasse_law):
+    if impasse and declaration_wins(board, rules):
         return Outcome(Termination.IMPASSE, 1)
     if mate_plies and has_mate(board, mate_plies):
         return Outcome(Termination.MATE_ADJUDICATION, 1)
