@@ -8,12 +8,12 @@ names it), `python docs/tools/...`, `bash docs/tools/...`, `python -m azshogi...
 - Run(extra): run here, smoke-sized: the same program and the same arguments with `extra`
   appended (later values win: Hydra overrides, `--games`, `-a KEY=VALUE`, a tool's `--nodes`),
   in a scratch folder holding tiny checkpoints where the docs name them; the commands of one
-  file run in their order, so that one command's output (a run, an hcpe3 file) is the next
-  one's input. `then` checks what it printed or wrote; console scripts run in this process,
-  `python docs/tools/...` and `bash docs/tools/...` as processes (bash with a stand-in
-  azshogi-bench on PATH that records its arguments, which are then composed as a Check's);
-  a command that needs Fairy-Stockfish or matplotlib runs in a test of its own, reported as
-  skipped where that is missing;
+  file run in their order (a repeated one once), so that one command's output (a run, an hcpe3
+  file) is the next one's input. `then` checks what it printed or wrote. Console scripts run in
+  this process, `python docs/tools/...` and `bash docs/tools/...` as processes (bash with a
+  stand-in azshogi-bench first on PATH that records its arguments, which are then composed as a
+  Check's). A command that needs Fairy-Stockfish or matplotlib runs in a test of its own,
+  reported as skipped where that is missing;
 - Check(reason): too long to run here (an hour of training, a benchmark): its Hydra overrides
   are composed and validated (a docs/tools script: its arguments parsed by its own parser), so
   a renamed key or a bad value still fails;
@@ -133,6 +133,7 @@ BENCH = "a benchmark (minutes); test_bench.py runs azshogi-bench smoke-sized"
 USI_BENCH = "a benchmark (minutes); test_bench.py::test_usi_bench_measures_engines_side_by_side runs it smoke-sized"
 HOUR = "trains for an hour or more; test_loop.py and test_resume.py run the loop"
 NEEDS_CUDA = "needs CUDA (without it: one line, test_cli_errors.py)"
+ENGINE_CUDA = "needs CUDA (the engines' Device=cuda); " + USI_BENCH
 OLD_ENGINE = "compares with an older azshogi unpacked by `git archive` (docs/benchmarks.md)"
 TOOL_ARGS = "a benchmark (minutes); the same tool runs smoke-sized in the entry above"
 W, A = ("W", "4"), ("A", "512")  # the docs' placeholders for numbers of workers and actors
@@ -234,7 +235,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi --cfg job": Run(),
     "azshogi --help": Skip("test_cli_errors.py::test_help_says_what_the_program_is"),
     "tensorboard --logdir logs": Skip("a web server"),
-    "pip install torch==2.13.0 -e . && azshogi run=gpu model=large": Skip("installs azshogi; " + NEEDS_CUDA),
+    "pip install torch==2.13.0 -e . && azshogi run=gpu model=large":
+        Skip("installs azshogi; `azshogi` then trains a large network until Ctrl-C"),
     "azshogi +experiment=gpu": Check(NEEDS_CUDA),
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=20": Check(BENCH),
     "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
@@ -250,7 +252,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-bench device=cuda model=large selfplay.num_workers=W selfplay.num_actors=A": Check(NEEDS_CUDA, (W, A)),
     "azshogi-bench usi CHECKPOINT": Skip("CHECKPOINT stands for a checkpoint file; " + USI_BENCH),
     "azshogi-export onnx": Skip("a subcommand's name; docs/interop.md's `azshogi-export onnx ...` runs"),
-    "azshogi-export hcpe3-to-csa": Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
+    "azshogi-export hcpe3-to-csa":
+        Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
     # docs/architecture.md, inline
     "azshogi-bench usi": Skip("a subcommand's name; " + USI_BENCH),
     # docs/benchmarks.md
@@ -303,9 +306,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'azshogi-bench usi --model 5x64 --repeats 5 --positions startpos,mid50 --go "movetime 300" --option Threads=1':
         Skip(USI_BENCH),
     'azshogi-bench usi --model 10x192 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
-    '--engine new "python -m azshogi.commands.usi"': Skip(NEEDS_CUDA),
+    '--engine new "python -m azshogi.commands.usi"': Skip(ENGINE_CUDA),
     'azshogi-bench usi --model 5x64 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
-    '--engine new "python -m azshogi.commands.usi"': Skip(NEEDS_CUDA),
+    '--engine new "python -m azshogi.commands.usi"': Skip(ENGINE_CUDA),
     "python docs/tools/engine_profile.py --batch 64 256 512": Check(TOOL_ARGS + " (its table's command)"),
     # docs/benchmarks.md, inline
     "python docs/tools/search_cost.py TREE selfplay table":
@@ -343,7 +346,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'python -m cshogi.cli "$(which azshogi-usi)" /usr/games/fairy-stockfish --options1 '
     "Checkpoint:$PWD/checkpoints/myrun/ckpt-00040.pt,Threads:1 --options2 UCI_Variant:shogi,Threads:1 --games 10 "
     "--byoyomi 1000 --csa games.csa --multi-csa":
-        Skip("ten games at a second a move; cshogi's runner against our engine: test_arena.py"),
+        Skip("ten games at a second a move; test_arena.py::test_cshogi_match_runner_plays_our_engine "
+             "runs cshogi's runner with our engine against Fairy-Stockfish"),
     "azshogi run=myrun eval.every=2 eval.games=40 eval.num_simulations=64": Check(HOUR),
     "azshogi run=myrun eval.usi_engine=/usr/games/fairy-stockfish +eval.usi_options.UCI_Variant=shogi "
     "eval.usi_go='nodes 500'": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2", "eval.anchors=[]",
@@ -629,7 +633,8 @@ def test_the_extractor_reads_continuations_and_drops_comments(tmp_path):
 
 def test_the_extractor_reads_commands_inline_in_the_prose(tmp_path):
     (tmp_path / "x.md").write_text(
-        "Run `azshogi +experiment=smoke` first, then `azshogi-bench\n   bench.network=instant`; `azshogi-usi` alone is\n"
+        "Run `azshogi +experiment=smoke` first, then `azshogi-bench\n   bench.network=instant`; `azshogi-usi` alone "
+        "is\n"
         "a name, `train.batch_size` a setting, ``python docs/tools/x.py --n 1`` a tool.\n\n`azshogi run=a\n\n"
         "b` crosses a paragraph.\n```text\n`azshogi run=in-a-block`\n```\n```bash\nazshogi run=b\n```\n"
         "And `python -m pytest -m cuda`.\n", encoding="utf-8")

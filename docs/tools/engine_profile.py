@@ -116,7 +116,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     spent = timed_parts()
-    print(f"{'batch':>5} {'position':9} {'us/leaf min':>11} {'median':>7} {'mean batch':>10}  parts (share of the time)")
+    print(f"{'batch':>5} {'position':9} {'us/leaf min':>11} {'median':>7} {'mean batch':>10}  "
+          "parts (share of the time)")
     for batch in args.batch:
         for name, moves in POSITIONS.items():
             runs = [one_search(batch, moves, args.nodes, spent) for _ in range(args.repeats)]
