@@ -56,6 +56,17 @@ def assert_same(a, b, where: str = "state") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
+def assert_continues(resumed, straight, where: str = "state") -> None:
+    """A resumed run's state (loop_state) equals the state of the run that never stopped, but for
+    the wall time the runs took (counters.wall_seconds: each session adds its own)."""
+    assert_same(_without_wall_time(resumed), _without_wall_time(straight), where)
+
+
+def _without_wall_time(state: dict) -> dict:
+    counters = {k: v for k, v in state["counters"].items() if k != "wall_seconds"}
+    return {**state, "counters": counters}
+
+
 # --- the parts of a run's state ---
 
 def games_of(selfplay: SelfPlay) -> dict:
@@ -183,7 +194,7 @@ class RecordingLoop(Loop):
         if stop_after_games:
             self.selfplay = _StopAfterGames(self.selfplay, self, stop_after_games)
         if stop_after_steps:
-            self.trainer = _StopAfterSteps(self.trainer, self, stop_after_steps)
+            self.run_state.trainer = _StopAfterSteps(self.run_state.trainer, self, stop_after_steps)
 
     def save(self, partial: bool) -> Path:
         path = super().save(partial)

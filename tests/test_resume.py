@@ -2,10 +2,10 @@
 a replay buffer that has wrapped around, and value targets that use the stored root values.
 
 A run stopped and started again, at a checkpoint or in the middle of a phase, continues exactly
-as the run that never stopped: model, optimizer, every random stream, replay contents and games
-in progress are equal at every later checkpoint (in process: exactly reproducible). Each
-checkpoint also reads back into a fresh Loop as the run left it. All state is read through
-resume_helpers.py."""
+as the run that never stopped: model, optimizer, every random stream, replay contents, games
+in progress and every counter but the wall time are equal at every later checkpoint (in process:
+exactly reproducible). Each checkpoint also reads back into a fresh Loop as the run left it. All
+state is read through resume_helpers.py."""
 import functools
 import shutil
 from dataclasses import replace
@@ -17,6 +17,7 @@ import torch
 from conftest import TINY, compose_config
 from resume_helpers import (
     RecordingLoop,
+    assert_continues,
     assert_same,
     checkpoint_state,
     games_of_driver,
@@ -91,7 +92,7 @@ def test_resuming_from_a_checkpoint_continues_exactly(straight):
     later = CHECKPOINTS[CHECKPOINTS.index(start) + 1:]
     assert sorted(resumed.written) == later
     for name in later:
-        assert_same(resumed.written[name], written[name], name)
+        assert_continues(resumed.written[name], written[name], name)
 
 
 def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(straight):
@@ -125,7 +126,7 @@ def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(str
     third.run()
     assert sorted(third.written) == CHECKPOINTS[phase - 1:]
     for name in CHECKPOINTS[phase - 1:]:
-        assert_same(third.written[name], written[name], name)
+        assert_continues(third.written[name], written[name], name)
 
 
 def test_playout_caps_resume_exactly_from_a_stop_mid_selfplay(tmp_path):
@@ -155,7 +156,7 @@ def test_playout_caps_resume_exactly_from_a_stop_mid_selfplay(tmp_path):
     second = RecordingLoop(cfg("stopped"))
     second.run()
     assert list(second.written) == [CHECKPOINTS[1]]
-    assert_same(second.written[CHECKPOINTS[1]], straight.written[CHECKPOINTS[1]], CHECKPOINTS[1])
+    assert_continues(second.written[CHECKPOINTS[1]], straight.written[CHECKPOINTS[1]], CHECKPOINTS[1])
 
 
 # --- with worker processes ---
