@@ -3,11 +3,12 @@ import pytest
 import torch
 
 from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.paths import checkpoint_name
 from azshogi.play.models import load_model
 
 
 def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
-    ckpt.save({"value": torch.tensor([1.0])}, tmp_path, 1, partial=False, keep=3)
+    ckpt.save({"value": torch.tensor([1.0])}, tmp_path / checkpoint_name(1, partial=False), keep=3)
 
     def dies_halfway(obj, f, *args, **kwargs):
         f.write(b"PK\x03\x04 half a checkpoint")
@@ -15,7 +16,7 @@ def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch)
 
     monkeypatch.setattr(torch, "save", dies_halfway)
     with pytest.raises(OSError, match="disk full"):
-        ckpt.save({"value": torch.tensor([2.0])}, tmp_path, 2, partial=False, keep=3)
+        ckpt.save({"value": torch.tensor([2.0])}, tmp_path / checkpoint_name(2, partial=False), keep=3)
     monkeypatch.undo()
     assert ckpt.latest(tmp_path).name == "ckpt-00001.pt"
     assert ckpt.load(ckpt.latest(tmp_path))["value"].item() == 1.0
@@ -23,7 +24,7 @@ def test_interrupted_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch)
 
 
 def test_a_crashed_temporary_file_is_ignored(tmp_path):
-    ckpt.save({"value": 1}, tmp_path, 1, partial=False, keep=3)
+    ckpt.save({"value": 1}, tmp_path / checkpoint_name(1, partial=False), keep=3)
     (tmp_path / ".tmp-abc.pt").write_bytes(b"garbage from a killed process")
     assert ckpt.latest(tmp_path).name == "ckpt-00001.pt"
 
@@ -34,15 +35,15 @@ def names(directory):
 
 def test_keeps_the_newest_and_orders_partial_after_full(tmp_path):
     for n in range(1, 5):
-        ckpt.save({"n": n}, tmp_path, n, partial=False, keep=2)
+        ckpt.save({"n": n}, tmp_path / checkpoint_name(n, partial=False), keep=2)
     assert names(tmp_path) == ["ckpt-00003.pt", "ckpt-00004.pt"]
     # A partial checkpoint does not count towards keep: it pushes out no full one.
-    ckpt.save({"n": "4+"}, tmp_path, 4, partial=True, keep=2)
+    ckpt.save({"n": "4+"}, tmp_path / checkpoint_name(4, partial=True), keep=2)
     assert names(tmp_path) == ["ckpt-00003.pt", "ckpt-00004.pt", "ckpt-00004-partial.pt"]
     assert ckpt.latest(tmp_path).name == "ckpt-00004-partial.pt"
-    ckpt.save({"n": "4++"}, tmp_path, 4, partial=True, keep=1)  # a second stop in the same phase
+    ckpt.save({"n": "4++"}, tmp_path / checkpoint_name(4, partial=True), keep=1)  # a second stop in the same phase
     assert names(tmp_path) == ["ckpt-00004.pt", "ckpt-00004-partial.pt"]
-    ckpt.save({"n": 5}, tmp_path, 5, partial=False, keep=5)  # supersedes the partial phase
+    ckpt.save({"n": 5}, tmp_path / checkpoint_name(5, partial=False), keep=5)  # supersedes the partial phase
     assert names(tmp_path) == ["ckpt-00004.pt", "ckpt-00005.pt"]
 
 

@@ -283,7 +283,7 @@ def test_a_run_resumed_on_cuda_continues_the_cuda_random_stream(tiny_config):
     cfg = tiny_config("device=cuda", "selfplay.num_workers=0", "loop.max_checkpoints=1", "eval.every=0")
     straight = CudaStreamLoop(cfg, show_progress=False)
     straight.run()
-    path = ckpt.latest(straight.checkpoint_dir)
+    path = ckpt.latest(straight.paths.checkpoints)
     assert len(ckpt.load(path)["rng"]["cuda"]) == torch.cuda.device_count()
     resumed = Loop(replace(cfg, resume=str(path)), show_progress=False)  # seeds every stream from cfg.seed
     try:

@@ -157,7 +157,7 @@ def test_prune_keeps_what_kept_checkpoints_name(games, tmp_path):
     stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
     for n, g in enumerate(games, start=1):
         buffer.add_game(g)
-        ckpt.save({"replay": stored.checkpoint()}, tmp_path, n, partial=False, keep=2)
+        ckpt.save({"replay": stored.checkpoint()}, tmp_path / f"ckpt-{n:05d}.pt", keep=2)
         stored.prune(ckpt.list_checkpoints(tmp_path))
     kept = [ckpt.load(p) for p in ckpt.list_checkpoints(tmp_path)]
     named = {s["file"] for state in kept for s in state["replay"]["segments"]}

@@ -1,24 +1,34 @@
-"""Checkpoint files: written atomically, read with torch.load(weights_only=True).
+"""Checkpoint files: their layout and format version, written atomically, read with
+torch.load(weights_only=True). The one module that knows a checkpoint's keys.
 
 `ckpt-00012.pt` holds the state after checkpoint 12 (the 12th training phase). A run stopped in
 the middle of a phase (Ctrl-C, SIGTERM) writes `ckpt-00012-partial.pt`: the state of phase 13 in
-progress. The newest file, by (number, partial after full), is where a run resumes.
+progress. The newest file, by (number, partial after full), is where a run resumes. The names
+come from formats/paths.py.
 
-Format 2 (this version), a dict of plain values and tensors:
+Format 2 (this version), a dict of plain values and tensors, in three parts:
 
     format      2
-    model       the network's state_dict;  trainer: optimizer, loss scaler, step counts
-    replay      {"begin", "end", "segments"}: the replay window, positions [begin, end) of the
-                run's stream, kept in the replay store beside the file (replay_store.py)
-    selfplay    the games in progress as flat arrays (selfplay/in_progress.py)
-    counters, rng, config
+    the run state (train/run_state.py: `RUN_STATE`, what the loop and pretraining share):
+    model       the network's state_dict
+    trainer     optimizer, loss scaler, step counts (train/trainer.py)
+    counters    the run's counters (train/run_state.Counters)
+    rng         {"python", "numpy_train", "torch", "cuda"}: the random streams training draws from
+    config      the run's settings, plain (config.to_plain): the network is rebuilt from them
+    the replay window:
+    replay      {"begin", "end", "segments"}: positions [begin, end) of the run's stream, kept in
+                the replay store beside the file (replay_store.py); an empty window for a
+                pretraining checkpoint
+    the games in progress:
+    selfplay    flat arrays (selfplay/in_progress.py); no games for a pretraining checkpoint
 
+`assemble` builds this dict from its parts, `split` (after `upgrade`) gives them back.
 Format 1 held the replay window and one tensor per position of every game in progress inline;
 `upgrade` reads it into format 2's layout (its window comes as `replay["positions"]`).
 """
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -26,30 +36,62 @@ import numpy as np
 import torch
 
 from azshogi.formats.files import atomic_writer
+from azshogi.formats.paths import checkpoint_number
 from azshogi.formats.replay_store import Positions
 
 FORMAT = 2
-_NAME = re.compile(r"^ckpt-(\d{5,})(-partial)?\.pt$")
+RUN_STATE = ("model", "trainer", "counters", "rng", "config")  # the run state's keys
 
 
 class CheckpointError(RuntimeError):
     pass
 
 
-def file_name(checkpoints: int, partial: bool) -> str:
-    return f"ckpt-{checkpoints:05d}{'-partial' if partial else ''}.pt"
+@dataclass
+class Checkpoint:
+    """A loop checkpoint's three parts."""
+
+    run: dict  # the run state: RUN_STATE's keys (train/run_state.RunState.state_dict)
+    replay: dict  # the replay window: its reference into the store (format 1: inline, "positions")
+    selfplay: dict  # the games in progress (selfplay/in_progress.py)
+
+
+def assemble(run: dict, replay: dict, selfplay: dict) -> dict:
+    """A loop checkpoint's state, in this format's layout, from its parts."""
+    if set(run) != set(RUN_STATE):
+        raise ValueError(f"a run state has the parts {sorted(RUN_STATE)}, not {sorted(run)}")
+    return {"format": FORMAT, **run, "replay": replay, "selfplay": selfplay}
+
+
+def split(state: dict, path: Path) -> Checkpoint:
+    """A loop checkpoint's state (any format `upgrade` reads), in its parts."""
+    state = upgrade(state, path)
+    return Checkpoint({key: state[key] for key in RUN_STATE}, state["replay"], state["selfplay"])
+
+
+def empty_replay() -> dict:
+    """The reference of an empty replay window (a checkpoint written without self-play)."""
+    return {"begin": 0, "end": 0, "segments": []}
+
+
+def network(state: dict, path: Path) -> tuple[dict, dict]:
+    """(the network's state_dict, the plain config it was built from) of a checkpoint's state,
+    of any format, or of any file with those two parts (the network alone, for play)."""
+    if "model" not in state or "config" not in state:
+        raise CheckpointError(f"{path}: not an azshogi checkpoint (no model or config)")
+    return state["model"], state["config"]
 
 
 def _order(path: Path) -> tuple[int, int]:
-    m = _NAME.match(path.name)
-    return int(m.group(1)), 1 if m.group(2) else 0
+    number, partial = checkpoint_number(path)
+    return number, int(partial)
 
 
 def list_checkpoints(directory: Path) -> list[Path]:
     """Checkpoint files of a run, oldest first (temporary files are ignored)."""
     if not directory.is_dir():
         return []
-    return sorted((p for p in directory.iterdir() if _NAME.match(p.name)), key=_order)
+    return sorted((p for p in directory.iterdir() if checkpoint_number(p)), key=_order)
 
 
 def latest(directory: Path) -> Optional[Path]:
@@ -57,14 +99,17 @@ def latest(directory: Path) -> Optional[Path]:
     return files[-1] if files else None
 
 
-def save(state: dict, directory: Path, checkpoints: int, partial: bool, keep: int) -> Path:
-    """Writes `state` atomically (temporary file, flush, fsync, rename; numpy arrays become
-    tensors) and keeps the newest `keep` full checkpoints, and a partial one only while it is
-    the newest file. A crash at any point leaves the previous checkpoint intact."""
-    path = directory / file_name(checkpoints, partial)
+def save(state: dict, path: Path, keep: int) -> Path:
+    """Writes `state` atomically to `path`, a checkpoint file of a run (RunPaths.checkpoint:
+    temporary file, flush, fsync, rename; numpy arrays become tensors) and keeps, in its folder,
+    the newest `keep` full checkpoints, and a partial one only while it is the newest file. A
+    crash at any point leaves the previous checkpoint intact."""
+    path = Path(path)
+    if checkpoint_number(path) is None:
+        raise ValueError(f"{path.name} is not a checkpoint file's name (formats/paths.checkpoint_name)")
     with atomic_writer(path, mode=0o600) as f:  # checkpoints hold the whole run: private
         torch.save(_tensors(state), f)
-    files = list_checkpoints(directory)
+    files = list_checkpoints(path.parent)
     full = [p for p in files if not _order(p)[1]]
     newest = files[-1]
     for old in files:

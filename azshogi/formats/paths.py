@@ -13,10 +13,25 @@
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 REPLAY_STORE = "replay"
+_CHECKPOINT = re.compile(r"^ckpt-(\d{5,})(-partial)?\.pt$")
+
+
+def checkpoint_name(number: int, partial: bool) -> str:
+    """`ckpt-00012.pt`: the state after the 12th training phase; `ckpt-00012-partial.pt`: the
+    13th phase in progress (a run stopped in its middle)."""
+    return f"ckpt-{number:05d}{'-partial' if partial else ''}.pt"
+
+
+def checkpoint_number(path: Path) -> Optional[tuple[int, bool]]:
+    """(number, partial) of a checkpoint file's name, or None for any other file."""
+    m = _CHECKPOINT.match(Path(path).name)
+    return (int(m.group(1)), bool(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,10 @@ class RunPaths:
     def of(cls, cfg) -> "RunPaths":
         """The paths of the run a Config describes."""
         return cls(Path(cfg.checkpoint_root) / cfg.run, Path(cfg.log_root) / cfg.run)
+
+    def checkpoint(self, number: int, partial: bool) -> Path:
+        """A checkpoint file of the run (checkpoint_name)."""
+        return self.checkpoints / checkpoint_name(number, partial)
 
     @property
     def replay_store(self) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from azshogi.config import Dtype, from_plain
-from azshogi.formats.checkpoint import CheckpointError, load
+from azshogi.formats.checkpoint import CheckpointError, load, network
 from azshogi.nn.evaluator import make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 
@@ -15,13 +15,11 @@ from azshogi.nn.network import from_config
 def load_model(path: Path, device="cpu"):
     """The network of a checkpoint, in eval mode on `device`, with the run's config.
     Returns (model, config)."""
-    state = load(Path(path))
-    if "model" not in state or "config" not in state:
-        raise CheckpointError(f"{path}: not an azshogi checkpoint (no model or config)")
-    cfg = from_plain(state["config"])
+    weights, config = network(load(Path(path)), path)
+    cfg = from_plain(config)
     model = from_config(cfg.model)
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(weights)
     except RuntimeError as e:
         raise CheckpointError(f"{path}: the weights do not fit the saved model settings: {e}") from None
     return model.to(device).eval(), cfg

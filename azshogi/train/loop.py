@@ -19,10 +19,9 @@ TensorBoard's perf/. A start that fails (a bad `resume=`, a seed file) leaves no
 from __future__ import annotations
 
 import os
-import random
 import signal
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -30,14 +29,13 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import Config, ConfigError, SearchKind, from_plain, resolve_selfplay, to_plain
+from azshogi.config import Config, SearchKind, resolve_selfplay
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
-from azshogi.nn.network import from_config
 from azshogi.search import make_search
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
@@ -54,31 +52,12 @@ from azshogi.train.monitor import (
 )
 from azshogi.train.phases import PhaseClock
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
-from azshogi.train.trainer import Trainer, weights_finite
-
-CHECKPOINT_FORMAT = ckpt.FORMAT
+from azshogi.train.run_state import Counters, RunState
+from azshogi.train.trainer import Trainer
 
 
 class EvaluationInterrupted(Exception):
     """Ctrl-C or SIGTERM during an evaluation: it stops at once and runs again on resume."""
-
-
-@dataclass
-class Counters:
-    checkpoints: int = 0  # training phases completed
-    train_steps: int = 0  # optimizer steps attempted, all phases
-    games: int = 0
-    positions: int = 0  # training positions of finished games (their fully searched moves), all phases
-    positions_since_checkpoint: int = 0
-    samples_trained: int = 0  # training samples drawn, all phases
-    in_training: bool = False  # the phase in progress is training (after a pause)
-    phase_steps: int = 0  # steps done in the training phase in progress
-    evaluated: int = 0  # the last checkpoint whose evaluation finished
-    wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint line, all sessions
-
-    @property
-    def sample_reuse(self) -> float:
-        return self.samples_trained / max(1, self.positions)
 
 
 def selfplay_batch(cfg: Config) -> int:
@@ -90,16 +69,20 @@ def selfplay_batch(cfg: Config) -> int:
 
 @dataclass
 class Components:
-    """The objects of a run, wired together: one model, seen by the evaluator and the trainer.
-    Self-play evaluates through `evaluator`, in this process or as the workers' inference server."""
+    """The objects of a run, wired together: one model (the run state's), seen by the evaluator
+    and the trainer. Self-play evaluates through `evaluator`, in this process or as the workers'
+    inference server."""
 
     device: torch.device
-    model: torch.nn.Module
+    run_state: RunState  # model, trainer, counters, random streams
     evaluator: LocalEvaluator
     selfplay: SelfPlayDriver
-    train_rng: np.random.Generator
     cfg: Config  # with self-play's auto settings made concrete for this machine
     note: str  # what those are
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.run_state.model
 
 
 def machine_cores() -> int:
@@ -107,15 +90,14 @@ def machine_cores() -> int:
 
 
 def build_components(cfg: Config, instant: bool = False) -> Components:
-    """Seeds every random stream from cfg.seed and builds the model, evaluator and self-play
-    (in process, or in `selfplay.num_workers` worker processes, which start on first use).
-    instant: the evaluator answers without the network (azshogi-bench's instant mode)."""
+    """Seeds every random stream from cfg.seed and builds the run state (model, trainer), the
+    evaluator and self-play (in process, or in `selfplay.num_workers` worker processes, which
+    start on first use). instant: the evaluator answers without the network (azshogi-bench's
+    instant mode)."""
     device = resolve_device(cfg.device)
     cfg, note = resolve_selfplay(cfg, device.type, machine_cores())
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    train_seed = np.random.SeedSequence(cfg.seed, spawn_key=(2**31,))  # apart from the games' streams
-    model = from_config(cfg.model).to(device)
+    run_state = RunState(cfg, device)
+    model = run_state.model
     sp = cfg.selfplay
     max_batch = selfplay_batch(cfg)
     if sp.num_workers and sp.server_max_batch:
@@ -132,7 +114,7 @@ def build_components(cfg: Config, instant: bool = False) -> Components:
         selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
                                   cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
                                   wait_s=sp.server_wait_ms / 1000, playout_cap=cap)
-    return Components(device, model, evaluator, selfplay, np.random.default_rng(train_seed), cfg, note)
+    return Components(device, run_state, evaluator, selfplay, cfg, note)
 
 
 class Loop:
@@ -144,70 +126,50 @@ class Loop:
         self.cfg = cfg = parts.cfg
         self.selfplay_note = parts.note
         self.paths = RunPaths.of(cfg)
-        self.checkpoint_dir, self.log_dir = self.paths.checkpoints, self.paths.logs
-        self.device, self.model, self.evaluator = parts.device, parts.model, parts.evaluator
-        self.selfplay, self.train_rng = parts.selfplay, parts.train_rng
+        self.run_state = parts.run_state  # model, trainer, counters, random streams
+        self.device, self.evaluator, self.selfplay = parts.device, parts.evaluator, parts.selfplay
         self.replay = ReplayBuffer(cfg.replay.capacity)
         self.stored_replay = StoredReplay(self.replay, ReplayStore(self.paths.replay_store))
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
-        self.trainer = Trainer(self.model, cfg.train, self.device)
-        self.counters = Counters()
-        self.plain_config = to_plain(cfg)  # as saved in checkpoints (converted once: it takes a while)
+        self.plain_config = self.run_state.plain_config  # as saved in checkpoints
         self.clock = PhaseClock()
         self.show_progress = show_progress
         self.stop_requested = False
         self.evaluating = False  # a stop request interrupts the evaluation at once
         self.resumed_from: Optional[Path] = None
 
-    # --- state ---
+    # --- state: the run state (run_state.py), the replay window and the games in progress ---
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.run_state.model
+
+    @property
+    def trainer(self) -> Trainer:
+        return self.run_state.trainer
+
+    @property
+    def counters(self) -> Counters:
+        return self.run_state.counters
+
+    @property
+    def train_rng(self) -> np.random.Generator:
+        return self.run_state.train_rng
 
     def state_dict(self, replay: dict, selfplay: dict) -> dict:
         """The checkpoint's state (formats/checkpoint.py), given the replay window's reference
         into the store and the games in progress."""
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "model": self.model.state_dict(),
-            "trainer": self.trainer.state_dict(),
-            "replay": replay,
-            "selfplay": selfplay,
-            "counters": asdict(self.counters),
-            "rng": {
-                "python": random.getstate(),
-                "numpy_train": self.train_rng.bit_generator.state,
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            },
-            "config": self.plain_config,
-        }
+        return ckpt.assemble(self.run_state.state_dict(), replay, selfplay)
 
     def load_state_dict(self, state: dict, path: Path) -> None:
-        state = ckpt.upgrade(state, path)
-        saved = from_plain(state["config"])
-        if saved.model != self.cfg.model:
-            raise ConfigError(
-                f"{path} holds a network with model.blocks={saved.model.blocks}, model.channels="
-                f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
-                f"for {self.cfg.model.blocks}, {self.cfg.model.channels}, {self.cfg.model.value_hidden}: "
-                f"use the run's model settings or start a new run name")
-        if saved.train.optimizer != self.cfg.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
-            raise ConfigError(
-                f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
-                f"for {self.cfg.train.optimizer.value}: use the same optimizer")
-        self.model.load_state_dict(state["model"])
-        self.trainer.load_state_dict(state["trainer"])
-        self.stored_replay.restore(state["replay"], path)
-        self.selfplay.load_state_dict(state["selfplay"])
-        self.counters = Counters(**state["counters"])
-        rng = state["rng"]
-        random.setstate(rng["python"])
-        self.train_rng.bit_generator.state = rng["numpy_train"]
-        torch.set_rng_state(rng["torch"])
-        if rng["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        parts = ckpt.split(state, path)
+        self.run_state.load_state_dict(parts.run, path)  # first: it checks the network and optimizer
+        self.stored_replay.restore(parts.replay, path)
+        self.selfplay.load_state_dict(parts.selfplay)
 
     def restore(self) -> None:
         """Resumes from `resume=PATH`, else from the run's newest checkpoint, if any."""
-        path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.checkpoint_dir)
+        path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.paths.checkpoints)
         if path is None:
             return
         self.load_state_dict(ckpt.load(path), path)
@@ -216,16 +178,15 @@ class Loop:
     def save(self, partial: bool) -> Path:
         """Writes a checkpoint: the games in progress, the phase's new positions into the replay
         store, the checkpoint file; then removes what no kept checkpoint needs."""
-        if not weights_finite(self.model):
-            raise ckpt.CheckpointError("the network's weights are not finite; the checkpoint was not written")
+        self.run_state.check_finite()
         with self.clock.phase("pause"):
             games = self.selfplay.state_dict()
         with self.clock.phase("checkpoint"):
             replay = self.stored_replay.checkpoint()
-            path = ckpt.save(self.state_dict(replay, games), self.checkpoint_dir, self.counters.checkpoints,
-                             partial, self.cfg.loop.keep_checkpoints)
+            path = ckpt.save(self.state_dict(replay, games), self.paths.checkpoint(self.counters.checkpoints, partial),
+                             self.cfg.loop.keep_checkpoints)
             self.stored_replay.written(path, replay)
-            self.stored_replay.prune(ckpt.list_checkpoints(self.checkpoint_dir))
+            self.stored_replay.prune(ckpt.list_checkpoints(self.paths.checkpoints))
         if self.hcpe3 is not None:
             with self.clock.phase("records"):
                 # The games whose positions entered the buffer since the previous checkpoint file;
@@ -257,7 +218,7 @@ class Loop:
                 self.restore()
             seeded = self.seed_replay()
             handler = setup_logging(self.paths.log_file)
-            self.monitor = Monitor(self.log_dir, purge_step=self.counters.train_steps + 1 if self.resumed_from else None,
+            self.monitor = Monitor(self.paths.logs, purge_step=self.counters.train_steps + 1 if self.resumed_from else None,
                                    show_progress=self.show_progress)
             self.paths.config_file.write_text(OmegaConf.to_yaml(self.plain_config))
             self.monitor.hyperparameters(self.plain_config, self.counters.train_steps)

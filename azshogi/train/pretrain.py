@@ -3,13 +3,14 @@
     azshogi-pretrain run=pre model=small pretrain.train_files=[a.hcpe3,b.hcpe] \
         pretrain.test_files=[test.hcpe] pretrain.steps=20000
 
-The same Hydra config as `azshogi` (model, train, ...) plus `pretrain.*`. The network, optimizer
-and losses are the loop's own (`Loop`, `Trainer`, `losses`): batches are drawn uniformly from
+The same Hydra config as `azshogi` (model, train, ...) plus `pretrain.*`. The network, optimizer,
+counters and random streams are the loop's own run state (run_state.py, `Trainer`, `losses`),
+without any self-play (no search, no evaluator, no workers): batches are drawn uniformly from
 the files' positions (targets: hcpe one-hot best moves, hcpe3 visit distributions; values: the
 game results, mixed with the recorded evals by train.value_target_root_weight). Every
 `eval_every` steps the held-out positions give test/ figures in TensorBoard (logs/<run>/).
 
-The result is `checkpoints/<run>/ckpt-00000.pt`, a loop checkpoint with an empty replay buffer
+The result is `checkpoints/<run>/ckpt-00000.pt`, a loop checkpoint with an empty replay window
 and no games in progress: `azshogi run=<run>` continues from it with self-play (the learning
 rate schedule continues at the pretraining step), as does `resume=PATH` in another run.
 """
@@ -22,9 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from azshogi.config import Config, ConfigError, to_plain
+from azshogi.config import Config, ConfigError
 from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.paths import RunPaths
+from azshogi.nn.evaluator import resolve_device
+from azshogi.selfplay import in_progress
 from azshogi.train.replay import ReplayBuffer, load_buffer
+from azshogi.train.run_state import RunState
 from azshogi.train.trainer import losses
 
 
@@ -97,43 +102,41 @@ def continue_command(cfg: Config) -> str:
 
 def pretrain(cfg: Config, show_progress: bool = True) -> Path:
     """Trains cfg.model on cfg.pretrain.train_files; returns the checkpoint written."""
-    from azshogi.train.loop import (
-        Loop,  # the loop's model, trainer and checkpoint format
-    )
     from azshogi.train.monitor import Monitor, log, setup_logging
 
     p = cfg.pretrain
     if not p.train_files:
         raise ConfigError("pretrain.train_files=[]: give at least one .hcpe or .hcpe3 file")
-    loop = Loop(cfg, show_progress)
-    if ckpt.latest(loop.checkpoint_dir) is not None:
-        raise ConfigError(f"run={cfg.run!r}: {loop.checkpoint_dir} already holds checkpoints; "
+    paths = RunPaths.of(cfg)
+    if ckpt.latest(paths.checkpoints) is not None:
+        raise ConfigError(f"run={cfg.run!r}: {paths.checkpoints} already holds checkpoints; "
                           f"pretrain into a new run name")
+    run = RunState(cfg, resolve_device(cfg.device))  # every stream seeded, then the network built
     train = load_buffer(p.train_files)  # read before anything is written: a failed start leaves nothing
     test, test_slots = None, None
     if p.test_files:
         test = load_buffer(p.test_files)
         test_slots = np.sort(np.random.default_rng(cfg.seed).permutation(len(test))[:p.test_positions])
-    handler = setup_logging(loop.paths.log_file)
-    monitor = Monitor(loop.log_dir, purge_step=None, show_progress=show_progress)
+    handler = setup_logging(paths.log_file)
+    monitor = Monitor(paths.logs, purge_step=None, show_progress=show_progress)
     try:
-        monitor.hyperparameters(to_plain(cfg), 0)
+        monitor.hyperparameters(run.plain_config, 0)
         monitor.say(f"pretraining run '{cfg.run}': {len(train)} positions from {len(p.train_files)} file(s), "
                     f"network {cfg.model.blocks}x{cfg.model.channels}, {p.steps} steps of {cfg.train.batch_size}")
         if test is not None:
             monitor.say(f"test: {len(test_slots)} of {len(test)} positions from {len(p.test_files)} file(s)")
-        c, trainer = loop.counters, loop.trainer
+        c, trainer = run.counters, run.trainer
         monitor.start_bar("pretraining", p.steps, "step")
         try:
             for step in range(1, p.steps + 1):
-                metrics = trainer.step(train.sample(cfg.train.batch_size, loop.train_rng, cfg.train.mirror))
+                metrics = trainer.step(train.sample(cfg.train.batch_size, run.train_rng, cfg.train.mirror))
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
                 if c.train_steps % cfg.train.log_every == 0:
                     monitor.train_step(c.train_steps, metrics, trainer.skipped)
                 monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
                 if test is not None and (step % p.eval_every == 0 or step == p.steps):
-                    m = evaluate(loop.model, test, test_slots, cfg, loop.device)
+                    m = evaluate(run.model, test, test_slots, cfg, run.device)
                     for name in ("policy_loss", "value_loss", "policy_accuracy", "value_accuracy"):
                         if not math.isnan(getattr(m, name)):  # no value accuracy without decisive games
                             monitor.writer.add_scalar(f"test/{name}", getattr(m, name), c.train_steps)
@@ -144,11 +147,19 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
         except KeyboardInterrupt:
             log.info("interrupted at step %d: writing the checkpoint", c.train_steps)
         monitor.close_bar()
-        path = loop.save(partial=False)
+        path = save(run, paths)
         monitor.say(f"wrote {path}: continue with self-play: {continue_command(cfg)}")
         return path
     finally:
         monitor.close()
         log.removeHandler(handler)
         handler.close()
+
+
+def save(run: RunState, paths: RunPaths) -> Path:
+    """The run state as checkpoint 0 of the run: a loop checkpoint with an empty replay window and
+    no games in progress (the loop starts its games afresh when it continues)."""
+    run.check_finite()
+    state = ckpt.assemble(run.state_dict(), ckpt.empty_replay(), in_progress.pack(0, []))
+    return ckpt.save(state, paths.checkpoint(run.counters.checkpoints, partial=False), run.cfg.loop.keep_checkpoints)
 

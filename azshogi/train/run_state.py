@@ -1,0 +1,122 @@
+"""The run state: what training changes and a checkpoint must hold to continue exactly.
+
+    model       the network (built from cfg.model on the run's device)
+    trainer     its optimizer, loss scaler and step counts (trainer.py)
+    counters    the run's counters (`Counters`)
+    random      Python's and torch's streams (CUDA's included), and the training stream that
+                draws minibatches (numpy), all seeded from cfg.seed when a run starts
+    config      the run's settings, saved with it: a resume checks the network's shape and the
+                optimizer against them
+
+The loop composes it with self-play, the replay window and the games in progress; pretraining
+composes it alone. Its layout inside a checkpoint file is formats/checkpoint.py's (`RUN_STATE`).
+"""
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from azshogi.config import Config, ConfigError, from_plain, to_plain
+from azshogi.formats.checkpoint import CheckpointError
+from azshogi.nn.network import from_config
+from azshogi.train.trainer import Trainer, weights_finite
+
+
+@dataclass
+class Counters:
+    checkpoints: int = 0  # training phases completed
+    train_steps: int = 0  # optimizer steps attempted, all phases
+    games: int = 0
+    positions: int = 0  # training positions of finished games (their fully searched moves), all phases
+    positions_since_checkpoint: int = 0
+    samples_trained: int = 0  # training samples drawn, all phases
+    in_training: bool = False  # the phase in progress is training (after a pause)
+    phase_steps: int = 0  # steps done in the training phase in progress
+    evaluated: int = 0  # the last checkpoint whose evaluation finished
+    wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint line, all sessions
+
+    @property
+    def sample_reuse(self) -> float:
+        return self.samples_trained / max(1, self.positions)
+
+
+def train_stream(seed: int) -> np.random.Generator:
+    """The stream training draws its minibatches from, apart from the games' streams."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,)))
+
+
+class RunState:
+    """A run's model, trainer, counters and random streams, for `cfg` on `device`.
+
+    A new one seeds Python's and torch's streams from cfg.seed before it builds the network (so
+    the same seed gives the same initial weights), and starts the training stream and the
+    counters; `load_state_dict` replaces all of them with a checkpoint's."""
+
+    def __init__(self, cfg: Config, device: torch.device):
+        self.cfg, self.device = cfg, device
+        random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.model = from_config(cfg.model).to(device)
+        self.trainer = Trainer(self.model, cfg.train, device)
+        self.train_rng = train_stream(cfg.seed)
+        self.counters = Counters()
+
+    @functools.cached_property
+    def plain_config(self) -> dict:
+        """The run's settings as saved (converted once: it takes a while)."""
+        return to_plain(self.cfg)
+
+    def state_dict(self) -> dict:
+        """The run state's parts (formats/checkpoint.RUN_STATE); the process-wide random streams
+        as they are now."""
+        return {
+            "model": self.model.state_dict(),
+            "trainer": self.trainer.state_dict(),
+            "counters": asdict(self.counters),
+            "rng": {
+                "python": random.getstate(),
+                "numpy_train": self.train_rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            "config": self.plain_config,
+        }
+
+    def check_finite(self) -> None:
+        """Raises CheckpointError when the network's weights are not finite: nothing to save."""
+        if not weights_finite(self.model):
+            raise CheckpointError("the network's weights are not finite; the checkpoint was not written")
+
+    def load_state_dict(self, state: dict, path: Path) -> None:
+        """Continues the run state saved in `path` (its parts, as state_dict gives them), after
+        checking that it fits this run's settings."""
+        self.check_compatible(from_plain(state["config"]), path)
+        self.model.load_state_dict(state["model"])
+        self.trainer.load_state_dict(state["trainer"])
+        self.counters = Counters(**state["counters"])
+        rng = state["rng"]
+        random.setstate(rng["python"])
+        self.train_rng.bit_generator.state = rng["numpy_train"]
+        torch.set_rng_state(rng["torch"])
+        if rng["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def check_compatible(self, saved: Config, path: Path) -> None:
+        """Raises ConfigError, saying what to change, when the run saved in `path` (with the
+        settings `saved`) has another network shape or optimizer than this one."""
+        now = self.cfg
+        if saved.model != now.model:
+            raise ConfigError(
+                f"{path} holds a network with model.blocks={saved.model.blocks}, model.channels="
+                f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
+                f"for {now.model.blocks}, {now.model.channels}, {now.model.value_hidden}: "
+                f"use the run's model settings or start a new run name")
+        if saved.train.optimizer != now.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
+            raise ConfigError(
+                f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
+                f"for {now.train.optimizer.value}: use the same optimizer")
