@@ -33,6 +33,10 @@ HYDRA_MISTAKES = [
     (["device=gpu"], "device"),
     (["search.num_simulations=abc"], "search.num_simulations=abc"),
     (["nosuch.key=1"], "nosuch"),
+    # Hydra's hint for a mistyped key is `+key=value`, which it then accepts: both are errors.
+    (["search.num_simulation=8"], "search.num_simulation: no such setting (did you mean search.num_simulations?)"),
+    (["+search.num_simulation=8"], "search.num_simulation: no such setting (did you mean search.num_simulations?)"),
+    (["+nosuch=1"], "nosuch: no such setting"),
     (["model=huge"], "model/huge"),  # and the allowed ones
     (["search.num_simulations=["], "'['"),
     (["resume=missing.pt"], "missing.pt"),
@@ -54,6 +58,21 @@ def test_hydra_commands_mistakes_end_in_one_line(program, main, capsys, monkeypa
         assert err.count("\n") == 1 and err.startswith(f"{program}: error: "), err
         assert named in err, (named, err)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plus_adds_groups_and_free_keys_but_no_setting(capsys, monkeypatch):
+    """`+experiment=...` (a config group) and `+eval.usi_options.NAME=...` (a dict whose keys are
+    free) pass the check; `+model.anything` does not."""
+    from azshogi.commands.app import check_overrides
+
+    for ok in (["+experiment=smoke"], ["+eval.usi_options.UCI_Variant=shogi"], ["++search.num_simulations=3"]):
+        monkeypatch.setattr(sys, "argv", ["azshogi", *ok])
+        check_overrides("azshogi")  # returns: no exit
+    monkeypatch.setattr(sys, "argv", ["azshogi", "+model.width=3"])
+    with pytest.raises(SystemExit):
+        check_overrides("azshogi")
+    assert capsys.readouterr().err == ("azshogi: error: model.width: no such setting (see --help for the settings); "
+                                       "a '+' adds no setting to azshogi's config\n")
 
 
 def test_help_says_what_the_program_is(capsys, monkeypatch):

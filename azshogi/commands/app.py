@@ -2,9 +2,12 @@
 errors a user can cause (bad settings, bad files, a diverging run) into one line and exit 2."""
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import re
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -60,10 +63,62 @@ def _one_line(error: Exception) -> str:
     return "; ".join(p.rstrip(".") for p in parts)
 
 
+def _schema_fields(schema) -> dict:
+    """{name: the dataclass type of that field, or None for a value or a free dict}."""
+    out = {}
+    for f in dataclasses.fields(schema):
+        factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        out[f.name] = factory if dataclasses.is_dataclass(factory) else None
+    return out
+
+
+def unknown_key_message(key: str, added: bool = False) -> Optional[str]:
+    """'KEY: no such setting ...' naming the first part of a dotted key that azshogi's schema
+    (config.Config) does not have, with the closest known name; None when the key exists (or
+    lies in a dict whose keys are free, such as eval.usi_options). added: it came with a `+`."""
+    schema, path = Config, []
+    for part in key.split("."):
+        names = _schema_fields(schema)
+        if part not in names:
+            near = difflib.get_close_matches(part, list(names), n=1)
+            known = ".".join(path + near) if near else None
+            hint = f"did you mean {known}?" if known else "see --help for the settings"
+            return f"{key}: no such setting ({hint})" + ("; a '+' adds no setting to azshogi's config" if added else "")
+        path.append(part)
+        schema = names[part]
+        if schema is None:
+            return None
+    return None
+
+
+def unknown_keys(cfg: DictConfig) -> list[str]:
+    """The keys of a composed config that its structured schema does not know (e.g. added with
+    `+key=value`, which Hydra accepts and azshogi would ignore), dotted; free dicts excepted."""
+    found: list[str] = []
+
+    def walk(node: DictConfig, prefix: str) -> None:
+        schema = OmegaConf.get_type(node)
+        if not dataclasses.is_dataclass(schema):
+            return  # a dict with free keys
+        names = _schema_fields(schema)
+        for key in node.keys():
+            if key not in names:
+                found.append(prefix + str(key))
+            elif names[key] is not None and OmegaConf.is_dict(node[key]):
+                walk(node[key], f"{prefix}{key}.")
+
+    walk(cfg, "")
+    return found
+
+
+_NOT_OVERRIDDEN = re.compile(r"Could not override '([^']+)'")
+
+
 def check_overrides(program: str) -> None:
-    """Composes the config once before Hydra runs the command, so that an unknown key, a value of
-    the wrong type or an unknown option of a group ends in one line and exit code 2 (Hydra would
-    print several lines and exit 1)."""
+    """Composes the config once before Hydra runs the command, so that an unknown key (with or
+    without a `+`), a value of the wrong type or an unknown option of a group ends in one line and
+    exit code 2 (Hydra would print several lines and exit 1, suggest `+key=value` for a mistyped
+    key, and accept that key silently)."""
     from hydra import compose, initialize_config_module
     from hydra._internal.utils import get_args_parser
     from hydra.errors import HydraException
@@ -74,9 +129,14 @@ def check_overrides(program: str) -> None:
         return
     try:
         with initialize_config_module("azshogi.conf", version_base="1.3"):
-            compose("config", overrides=args.overrides)
+            cfg = compose("config", overrides=args.overrides)
     except (HydraException, OmegaConfBaseException) as e:
-        fail(program, _one_line(e))
+        missing = _NOT_OVERRIDDEN.match(str(e))
+        message = unknown_key_message(missing.group(1)) if missing else None
+        fail(program, message or _one_line(e))
+    unknown = unknown_keys(cfg)
+    if unknown:
+        fail(program, unknown_key_message(unknown[0], added=True) or f"{unknown[0]}: no such setting")
 
 
 def hydra_command(program: str, body: Callable[[Config], object], summary: str) -> Callable[[], None]:
