@@ -67,3 +67,32 @@ def test_a_checkpoint_with_a_removed_setting_still_loads(tmp_path):
     torch.save({"model": build(1, 8, 8).state_dict(), "config": config}, tmp_path / "old.pt")
     model, cfg = load_model(tmp_path / "old.pt")
     assert cfg.model.channels == 8 and cfg.search.num_simulations == 32
+
+
+def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_writes_the_same_file(
+        tiny_config, tmp_path):
+    """tests/data/format2/make_format2.py: a run stopped in its second self-play phase by the code
+    that spelled the checkpoint's layout in Loop.state_dict. Loaded and written again at once,
+    it gives the same state (the run state, the replay window, the games in progress), and the
+    run goes on."""
+    from pathlib import Path
+
+    from resume_helpers import assert_same, plain
+
+    from azshogi.train.loop import Loop, train
+
+    old_file = Path(__file__).parent / "data" / "format2" / "ckpt-00001-partial.pt"
+    old = ckpt.load(old_file)
+    assert old["format"] == 2 and old["selfplay"]["games"]["moves"][0] and old["trainer"]["optimizer"]["state"]
+    overrides = ["model.channels=4", "model.value_hidden=4", "selfplay.num_actors=3", "rules.max_plies=16",
+                 "replay.capacity=30", "loop.positions_per_checkpoint=40", "selfplay.write_hcpe3=false",
+                 "loop.selfplay_games_saved=0", f"resume={old_file}"]
+    loop = Loop(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)
+    loop.restore()
+    new = ckpt.load(loop.save(partial=True))
+    for section in ("model", "train"):
+        assert new["config"][section] == old["config"][section], section
+    assert_same(plain({k: v for k, v in new.items() if k != "config"}),
+                plain({k: v for k, v in old.items() if k != "config"}), "rewritten")
+    counters = train(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)
+    assert counters.checkpoints == 2 and counters.games > old["counters"]["games"]

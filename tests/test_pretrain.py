@@ -22,12 +22,23 @@ from interop_helpers import (
     small_config,
     write_hcpe,
 )
+from resume_helpers import assert_same, games_of, plain
 
 from azshogi.config import ConfigError
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe
+from azshogi.nn.evaluator import LocalEvaluator
+from azshogi.nn.inference import InferenceNet
 from azshogi.nn.network import build
 from azshogi.play.models import load_model
+from azshogi.search.gumbel import GumbelSearch
+from azshogi.search.puct import PuctSearch
+from azshogi.search.simulator import Simulator
+from azshogi.selfplay import in_progress
+from azshogi.selfplay.actors import SelfPlay
+from azshogi.selfplay.drivers import InProcessSelfPlay
+from azshogi.selfplay.server import InferenceServer
+from azshogi.selfplay.workers import WorkerSelfPlay
 from azshogi.shogi.rules import Rules
 from azshogi.train.loop import Loop
 from azshogi.train.pretrain import evaluate, pretrain
@@ -82,6 +93,35 @@ def test_pretraining_lowers_the_held_out_loss_and_the_loop_continues(tmp_path):
     other = Loop(small_config(tmp_path, "run=other", f"resume={path}", *loop_cfg), show_progress=False)
     other.run()
     assert other.resumed_from == path and other.counters.train_steps == 32
+
+
+def test_pretraining_builds_no_selfplay_and_the_loop_starts_its_games_afresh(tmp_path, monkeypatch):
+    """azshogi-pretrain composes the run state alone: no Loop, self-play, search, evaluator,
+    inference server or workers is built. Its checkpoint holds the trained weights, no games in
+    progress and an empty replay window; the loop continues from it with the games a new run
+    would start (the same game ids and random streams)."""
+    write_hcpe(tmp_path / "t.hcpe", 40, seed=6)
+    cfg = small_config(tmp_path, "run=pre", f"pretrain.train_files=[{tmp_path / 't.hcpe'}]", "pretrain.steps=3",
+                       "train.batch_size=8")
+
+    def forbidden(self, *args, **kwargs):
+        raise AssertionError(f"pretraining built a {type(self).__name__}")
+
+    for cls in (Loop, SelfPlay, InProcessSelfPlay, WorkerSelfPlay, InferenceServer, GumbelSearch, PuctSearch,
+                Simulator, LocalEvaluator, InferenceNet):
+        monkeypatch.setattr(cls, "__init__", forbidden)
+    path = pretrain(cfg, show_progress=False)
+    monkeypatch.undo()
+    state = ckpt.load(path)
+    assert in_progress.num_games(state["selfplay"]) == 0 and state["replay"]["end"] == 0
+    assert state["counters"]["train_steps"] == 3 and state["trainer"]["step_count"] == 3
+
+    resumed = Loop(small_config(tmp_path, "run=pre"), show_progress=False)
+    resumed.restore()
+    assert resumed.resumed_from == path and resumed.counters.train_steps == 3 and len(resumed.replay) == 0
+    assert_same(plain(resumed.model.state_dict()), plain(state["model"]), "weights")
+    fresh = Loop(small_config(tmp_path, "run=new"), show_progress=False)
+    assert_same(games_of(resumed.selfplay.selfplay), games_of(fresh.selfplay.selfplay), "games")
 
 
 def test_the_loop_seeds_its_buffer_once_from_hcpe_and_hcpe3(tmp_path):
