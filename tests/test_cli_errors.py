@@ -4,6 +4,7 @@ nothing written; `--help` says what the program is. (azshogi-arena's and azshogi
 test_arena.py and test_usi_engine.py.)"""
 from __future__ import annotations
 
+import errno
 import sys
 
 import pytest
@@ -110,3 +111,49 @@ def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, 
     code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", body, "x"), ["device=cpu"])
     assert code == 130
     assert err == "azshogi: interrupted: stopped at once, without a checkpoint\n"
+
+
+def test_a_folder_that_cannot_be_written_is_found_before_any_work(capsys, monkeypatch, tmp_path):
+    """A checkpoint or log folder (or hydra.run.dir) that cannot be written stops the command at
+    start-up, before self-play, in one line naming the folder and its setting; nothing is left."""
+    from azshogi.commands import app
+    from azshogi.commands.app import run_folders
+
+    started = []
+    main = hydra_command("azshogi", started.append, "x", writes=run_folders)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")  # a file where a folder should be
+    for args, named in [(["checkpoint_root=afile/ck"], "cannot write in afile/ck/default (checkpoint_root): "),
+                        (["log_root=afile/logs"], "cannot write in afile/logs/default (log_root): "),
+                        (["hydra.run.dir=afile/out"], "cannot write in afile/out (hydra.run.dir): ")]:
+        code, _, err = run_main(capsys, monkeypatch, "azshogi", main, ["device=cpu", *args])
+        assert code == 2 and err.count("\n") == 1 and named in err, (args, err)
+    assert started == [] and [p.name for p in tmp_path.iterdir()] == ["afile"]
+
+    # A full disk, for a new run and for a run to resume (its folder exists): found at once.
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(app.os, "fsync", full)
+    (tmp_path / "afile").unlink()
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", main, ["device=cpu", "run=new"])
+    assert code == 2 and err == "azshogi: error: cannot write in checkpoints/new (checkpoint_root): " \
+                                "No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "checkpoints" / "old").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "old" / "ckpt-00001.pt").write_bytes(b"kept")
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", main, ["device=cpu", "run=old"])
+    assert code == 2 and "checkpoints/old (checkpoint_root): No space left on device" in err
+    assert started == [] and sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "checkpoints", "checkpoints/old", "checkpoints/old/ckpt-00001.pt"]
+
+
+def test_a_file_error_during_a_run_ends_in_one_line(capsys, monkeypatch, tmp_path):
+    """The disk filling up after start-up: one line naming the file, no traceback."""
+    def body(cfg):
+        raise OSError(errno.ENOSPC, "No space left on device", "checkpoints/default/ckpt-00003.pt")
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", body, "x"), ["device=cpu"])
+    assert code == 2
+    assert err == "azshogi: error: checkpoints/default/ckpt-00003.pt: No space left on device\n"

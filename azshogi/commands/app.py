@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -17,6 +19,7 @@ from azshogi.commands.cli import fail
 from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
+from azshogi.formats.paths import RunPaths
 from azshogi.selfplay.server import WorkerError
 from azshogi.train.trainer import TrainingDiverged
 
@@ -102,6 +105,8 @@ def unknown_keys(cfg: DictConfig) -> list[str]:
             return  # a dict with free keys
         names = _schema_fields(schema)
         for key in node.keys():
+            if prefix == "" and key == "hydra":  # Hydra's own settings
+                continue
             if key not in names:
                 found.append(prefix + str(key))
             elif names[key] is not None and OmegaConf.is_dict(node[key]):
@@ -109,6 +114,55 @@ def unknown_keys(cfg: DictConfig) -> list[str]:
 
     walk(cfg, "")
     return found
+
+
+def write_problem(folder: Path) -> Optional[str]:
+    """Why files cannot be written in `folder` (a read-only file system, a full disk, no
+    permission, a file in the way), or None: makes the folder if missing, writes, fsyncs and
+    removes a probe file, and removes the folders it made, so that nothing is left behind."""
+    folder = Path(folder)
+    missing = []
+    parent = folder
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    made: list[Path] = []
+    try:
+        for path in reversed(missing):
+            path.mkdir()
+            made.append(path)
+        fd, probe = tempfile.mkstemp(prefix=".azshogi-write-probe-", dir=folder)
+        try:
+            os.write(fd, b"\0" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        return e.strerror or str(e)
+    finally:
+        for path in reversed(made):
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+    return None
+
+
+def check_writable(program: str, folders: dict) -> None:
+    """Stops the program with one line when a folder it will write cannot be written:
+    {folder: the setting that places it}. Runs before any work, so that a read-only or full
+    disk is found at start-up, not at the first checkpoint."""
+    for folder, setting in folders.items():
+        problem = write_problem(Path(folder))
+        if problem:
+            fail(program, f"cannot write in {folder} ({setting}): {problem}")
+
+
+def run_folders(cfg: Config) -> dict:
+    """The folders a training run writes, and the settings that place them."""
+    paths = RunPaths.of(cfg)
+    return {paths.checkpoints: "checkpoint_root", paths.logs: "log_root"}
 
 
 _NOT_OVERRIDDEN = re.compile(r"Could not override '([^']+)'")
@@ -129,27 +183,42 @@ def check_overrides(program: str) -> None:
         return
     try:
         with initialize_config_module("azshogi.conf", version_base="1.3"):
-            cfg = compose("config", overrides=args.overrides)
+            cfg = compose("config", overrides=args.overrides, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as e:
         missing = _NOT_OVERRIDDEN.match(str(e))
         message = unknown_key_message(missing.group(1)) if missing else None
         fail(program, message or _one_line(e))
+    try:
+        run_dir = cfg.hydra.run.dir  # Hydra makes it before azshogi runs
+    except OmegaConfBaseException as e:
+        fail(program, _one_line(e))
     unknown = unknown_keys(cfg)
     if unknown:
         fail(program, unknown_key_message(unknown[0], added=True) or f"{unknown[0]}: no such setting")
+    if run_dir not in (None, "", "."):
+        check_writable(program, {run_dir: "hydra.run.dir"})
 
 
-def hydra_command(program: str, body: Callable[[Config], object], summary: str) -> Callable[[], None]:
+def hydra_command(program: str, body: Callable[[Config], object], summary: str,
+                  writes: Optional[Callable[[Config], dict]] = None) -> Callable[[], None]:
     """A console-script main() running `body(config)` on azshogi's Hydra config; `summary` (one
-    sentence) opens its --help."""
+    sentence) opens its --help. writes: the folders `body` will write ({folder: setting}),
+    checked before it starts."""
 
     @hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
     def _main(dict_cfg: DictConfig) -> None:
         try:
             place_run(dict_cfg)
-            body(to_config(dict_cfg))
+            cfg = to_config(dict_cfg)
+            if writes is not None:
+                check_writable(program, writes(cfg))
+            body(cfg)
         except USER_ERRORS as e:
             fail(program, str(e))
+        except OSError as e:  # say, the disk filled up during the run
+            if e.filename is None:
+                raise
+            fail(program, f"{e.filename}: {e.strerror or e}")
         except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop is under way
             print(f"{program}: interrupted: stopped at once, without a checkpoint", file=sys.stderr)
             sys.exit(130)

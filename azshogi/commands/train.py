@@ -1,11 +1,12 @@
 """The `azshogi` command (also `python -m azshogi`): Hydra parses overrides, `train` runs."""
 from __future__ import annotations
 
-from azshogi.commands.app import hydra_command
+from azshogi.commands.app import hydra_command, run_folders
 from azshogi.train.loop import train
 
 main = hydra_command("azshogi", train, "AlphaZero for shogi on one workstation: self-play and training in turns, "
-                     "checkpoint after checkpoint, until Ctrl-C (which writes one); the same run name resumes.")
+                     "checkpoint after checkpoint, until Ctrl-C (which writes one); the same run name resumes.",
+                     writes=run_folders)
 
 if __name__ == "__main__":
     main()
