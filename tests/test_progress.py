@@ -157,3 +157,35 @@ def test_the_clock_goes_on_while_a_move_is_searched(monkeypatch, capsys):
         time.sleep(0.01)
     bar.close()
     assert "0 moves, 0 moves/s" in shown and "| 00:05" in shown
+
+
+def test_the_first_ctrl_c_is_acknowledged_on_the_screen_at_once(tiny_config, tmp_path, monkeypatch, capsys):
+    """Not only in the log: what the screen shows right after the signal, before the phase ends
+    and the checkpoint is written."""
+    import os
+    import signal
+
+    from azshogi.train.loop import Loop, train
+
+    seen = []
+    write_records = Loop.write_records
+
+    def interrupted(self, game, games_in_phase):
+        write_records(self, game, games_in_phase)
+        if not seen:
+            capsys.readouterr()  # the start-up line
+            os.kill(os.getpid(), signal.SIGINT)
+            shown = ""
+            for _ in range(200):  # within a second
+                shown += capsys.readouterr().err
+                if "Ctrl-C" in shown:
+                    break
+                time.sleep(0.005)
+            seen.append(shown)
+
+    monkeypatch.setattr(Loop, "write_records", interrupted)
+    counters = train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+    assert counters.checkpoints == 0
+    assert seen == ["Ctrl-C: stopping after the current step; a checkpoint follows (press Ctrl-C again to quit at "
+                    "once, without it)\n"]
+    assert "stopped; saved" in capsys.readouterr().err

@@ -48,6 +48,7 @@ from azshogi.train.monitor import (
     Timer,
     TrainStats,
     log,
+    say_soon,
     setup_logging,
 )
 from azshogi.train.phases import PhaseClock
@@ -398,8 +399,11 @@ class Loop:
             # (GNU timeout signals the child and then its process group): one request.
             if self.stop_requested and signum == signal.SIGINT:
                 raise KeyboardInterrupt
+            if not self.stop_requested:  # said on the screen at once, not only in the log
+                say_soon(("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
+                         + ": stopping after the current step; a checkpoint follows"
+                         + (" (press Ctrl-C again to quit at once, without it)" if signum == signal.SIGINT else ""))
             self.stop_requested = True
-            log.info("signal %s: stopping after the current step", signum)
             if self.evaluating:
                 self.evaluating = False
                 raise EvaluationInterrupted

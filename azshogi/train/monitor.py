@@ -44,6 +44,19 @@ def setup_logging(log_file: Path) -> logging.Handler:
     return handler
 
 
+def say(line: str) -> None:
+    """A line for the console (above any progress bar, which is drawn again below it) and the
+    plain log."""
+    log.info(line)
+    tqdm.write(line, file=sys.stderr)
+
+
+def say_soon(line: str) -> None:
+    """`say` from a signal handler, at once: a short-lived thread writes the line, since the
+    handler may have interrupted its own thread in the middle of writing to the console."""
+    threading.Thread(target=say, args=(line,), name="azshogi-say", daemon=True).start()
+
+
 @dataclass
 class SelfPlayStats:
     """Figures of one self-play phase."""
@@ -137,8 +150,7 @@ class Monitor:
 
     def say(self, line: str) -> None:
         """A line for the console and the plain log."""
-        log.info(line)
-        tqdm.write(line, file=sys.stderr)
+        say(line)
 
     def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
                        eta_now: bool, moves_per_position: float = 1.0) -> "SelfPlayProgress":
