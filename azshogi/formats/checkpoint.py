@@ -83,7 +83,7 @@ def network(state: dict, path: Path) -> tuple[dict, dict]:
 
 
 def _order(path: Path) -> tuple[int, int]:
-    number, partial = checkpoint_number(path)
+    number, partial = checkpoint_number(path) or (-1, False)  # only checkpoint files are ordered
     return number, int(partial)
 
 
