@@ -1,5 +1,6 @@
 """What a run shows while it runs, on a fake clock: the phase accounting, the self-play bar and
 its TensorBoard points, the start-up hint for CPU users."""
+import sys
 import time
 
 import pytest
@@ -189,3 +190,29 @@ def test_the_first_ctrl_c_is_acknowledged_on_the_screen_at_once(tiny_config, tmp
     assert seen == ["Ctrl-C: stopping after the current step; a checkpoint follows (press Ctrl-C again to quit at "
                     "once, without it)\n"]
     assert "stopped; saved" in capsys.readouterr().err
+
+
+def test_a_terminal_of_size_0x0_gets_progress_lines_instead_of_bars(tmp_path, monkeypatch):
+    """tqdm draws nothing on a terminal that reports 0 columns: such a terminal gets the plain
+    progress lines of a run without a terminal."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from azshogi.train.monitor import Monitor, draws_bars
+
+    leader, follower = os.openpty()
+    try:
+        with os.fdopen(follower, "w", closefd=False) as terminal:
+            fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+            assert draws_bars(terminal)
+            fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+            assert terminal.isatty() and not draws_bars(terminal)
+            monkeypatch.setattr(sys, "stderr", terminal)
+            shown = Monitor(tmp_path, purge_step=None, show_progress=True)
+            assert not shown.show_progress and shown.quiet_progress
+            shown.close()
+    finally:
+        os.close(leader)
+        os.close(follower)

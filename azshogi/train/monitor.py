@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -27,10 +28,19 @@ from azshogi.train.phases import PhaseTimes
 PHASE_TAGS = {"train": "training"}  # perf/seconds_<tag>; the training tag predates the others
 
 log = logging.getLogger("azshogi")
-PROGRESS_LINE_SECONDS = 60.0  # without a terminal: a progress line in the log this often
+PROGRESS_LINE_SECONDS = 60.0  # without bars: a progress line (console and log) this often
 LIVE_SCALARS_SECONDS = 30.0  # selfplay/live/ points in TensorBoard this often during self-play
 BAR_REFRESH_SECONDS = 0.5  # the self-play bar is redrawn at most this often as moves are played
 BAR_TICK_SECONDS = 1.0  # and at least this often (its clock), however long a move takes
+
+
+def draws_bars(stream) -> bool:
+    """Whether progress bars can be drawn on `stream`: a terminal that reports its width. Without
+    one (a file, a pipe, or a terminal that reports 0x0) progress goes out as plain lines."""
+    try:
+        return stream.isatty() and os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def setup_logging(log_file: Path) -> logging.Handler:
@@ -116,9 +126,10 @@ class Monitor:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
-        self.show_progress = show_progress and sys.stderr.isatty()
+        self.show_progress = show_progress and draws_bars(sys.stderr)
         self.bar: Optional[tqdm] = None
-        # Without a terminal (nohup, a service) progress goes to the log once a minute instead.
+        # Without a terminal (nohup, a service, one of size 0x0) progress goes out as a line once a
+        # minute instead.
         self.quiet_progress = show_progress and not self.show_progress
         self._last_line = time.monotonic()
 
