@@ -240,3 +240,44 @@ def test_arena_mistakes_end_in_one_line(checkpoint, capsys):
         assert exit.value.code == 2, (args, err)
         assert err.count("\n") == 1 and err.startswith("azshogi-arena: error: "), err
         assert named in err, (named, err)
+
+
+FAKE_ENGINE = """import sys
+for line in sys.stdin:
+    word = line.split()[:1]
+    if word == ["usi"]:
+        print("id name fake-engine")
+        print("option name UCI_Variant type string default shogi")
+        print("option name Threads type spin default 1 min 1 max 8")
+        print("usiok", flush=True)
+    elif word == ["isready"]:
+        print("readyok", flush=True)
+    elif word == ["go"]:
+        print("bestmove resign", flush=True)
+    elif word == ["quit"]:
+        break
+"""
+
+
+def test_a_usi_players_options_are_checked_against_the_engines(tmp_path, capsys):
+    """A typo in an option of a `usi:` player stops the match in one line naming the engine's
+    options (the engine would ignore it); options it declares, and USI_* ones, pass."""
+    engine = tmp_path / "fake_engine.py"
+    engine.write_text(FAKE_ENGINE)
+    player = f"usi:{sys.executable} {engine}"
+    with pytest.raises(SystemExit) as exit:
+        arena.main(["random", player, "-b", "UCI_Varaint=shogi", "--games", "1"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == ("azshogi-arena: error: fake-engine: the engine has no option 'UCI_Varaint' "
+                                       "(its options: Threads, UCI_Variant)\n")
+    arena.main(["random", player, "-b", "uci_variant=shogi", "-b", "USI_Hash=16", "--games", "2"])
+    out = capsys.readouterr().out
+    assert json.loads(out.splitlines()[-1])["wins"] == 2  # the fake engine resigns at once
+
+
+def test_piped_the_command_draws_no_bar(capsys):
+    """Not a terminal (a pipe, a file): no bar frames in the output, the summary on lines of its own."""
+    arena.main(["greedy", "random", "--games", "2", "--max-plies", "20"])
+    out, err = capsys.readouterr()
+    assert err == "" and "\r" not in out
+    assert out.splitlines()[0].startswith("greedy vs random: W-L-D ")

@@ -4,6 +4,7 @@ exit code 2."""
 from __future__ import annotations
 
 import json
+import sys
 
 from azshogi.commands.cli import ArgumentParser, fail, key_values
 from azshogi.play.players import PLAYER_KINDS, Player
@@ -46,7 +47,8 @@ def main(argv=None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"),
                         help="inference precision of network players (default: the checkpoint's run's)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (none either when stderr is not a "
+                                                               "terminal, e.g. piped)")
     args = parser.parse_args(argv)
     a_options, b_options = key_values(args.a_option, PROGRAM), key_values(args.b_option, PROGRAM)
 
@@ -57,7 +59,10 @@ def main(argv=None) -> None:
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
     from azshogi.shogi.rules import Rules
+    from azshogi.train.monitor import draws_bars
 
+    # A bar only on a terminal: piped or redirected, its frames would end up in the output.
+    args.quiet = args.quiet or not draws_bars(sys.stderr)
     rules = Rules(max_plies=args.max_plies, impasse_rule=args.impasse_rule)
     if args.player_b == "ladder":
         return _ladder(args, a_options, b_options, rules)
