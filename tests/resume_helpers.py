@@ -38,17 +38,12 @@ def plain(value):
     return value
 
 
-# Measurements of time, not state: two runs of the same games differ in them.
-TIMINGS = {"wall_seconds"}
-
-
 def assert_same(a, b, where: str = "state") -> None:
-    """Exact equality of two plain values (but for TIMINGS), naming the first difference's path."""
+    """Exact equality of two plain values, naming the first difference's path."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {sorted(a)} != {sorted(b)}"
         for key in a:
-            if key not in TIMINGS:
-                assert_same(a[key], b[key], f"{where}.{key}")
+            assert_same(a[key], b[key], f"{where}.{key}")
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b), f"{where}: lengths differ"
         for i, (x, y) in enumerate(zip(a, b)):
