@@ -216,3 +216,20 @@ def test_a_terminal_of_size_0x0_gets_progress_lines_instead_of_bars(tmp_path, mo
     finally:
         os.close(leader)
         os.close(follower)
+
+
+def test_a_finished_run_started_again_says_so_and_how_to_go_on(tiny_config, tmp_path, capsys):
+    from azshogi.formats import checkpoint as ckpt
+    from azshogi.train.loop import train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1", "loop.max_checkpoints=1")
+    train(tiny_config(*small), show_progress=False)
+    capsys.readouterr()
+    counters = train(tiny_config(*small), show_progress=False)
+    err = capsys.readouterr().err
+    assert counters.checkpoints == 1 and counters.train_steps == 1
+    assert "resumed from" in err and ("run 't' already reached loop.max_checkpoints=1 (checkpoint 1): no more "
+                                      "self-play or training. To go on, raise the limit (e.g. add "
+                                      "loop.max_checkpoints=2 to the command), or give a new run a new name "
+                                      "(run=NAME)\n") in err
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")] == ["ckpt-00001.pt"]

@@ -259,6 +259,13 @@ class Loop:
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, "
                          f"{self.selfplay_note}, {cfg.search.kind.value} "
                          f"{cfg.search.num_simulations} simulations, network {cfg.model.blocks}x{cfg.model.channels}")
+        limit = cfg.loop.max_checkpoints
+        if limit > 0 and c.checkpoints >= limit:  # nothing to play or train: say why, and what to do
+            self.monitor.say(f"run '{cfg.run}' already reached loop.max_checkpoints={limit} (checkpoint {c.checkpoints}): "
+                             f"no more self-play or training. To go on, raise the limit (e.g. add "
+                             f"loop.max_checkpoints={c.checkpoints + limit} to the command), or give a new run "
+                             f"a new name (run=NAME)")
+            return
         hint = cpu_hint(cfg, self.device)
         if hint:
             self.monitor.say(hint)
