@@ -70,7 +70,8 @@ def test_hcpe3_to_csa_writes_one_game_per_file(tmp_path):
     export_main(["hcpe3-to-csa", str(tmp_path / "games.hcpe3"), str(tmp_path / "csa")])
     files = sorted((tmp_path / "csa").iterdir())
     assert [f.name for f in files] == [f"games-{i:06d}.csa" for i in range(4)]
-    endings = ["%SENNICHITE", "%TORYO", "%SENNICHITE", "%KACHI"]
+    # Self-play ends games at a position's first recurrence: no sennichite, a comment says what ended them.
+    endings = ["%CHUDAN", "%TORYO", "%CHUDAN", "%KACHI"]
     for f, (sfen, moves), ending in zip(files, scripts, endings):
         (game,) = CSA.Parser.parse_file(str(f))
         assert game.sfen.split(" ")[:3] == (sfen or "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -").split(" ")[:3]

@@ -1,7 +1,9 @@
 """Game records in the formats shogi GUIs read: KIF (cshogi's exporter) and CSA."""
 from __future__ import annotations
 
+import collections
 import io
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
@@ -10,17 +12,16 @@ import cshogi
 from cshogi import CSA, KIF
 
 from azshogi.formats.files import write_atomically
-from azshogi.shogi.rules import Termination
+from azshogi.shogi.rules import FOURFOLD, Termination
 
 # How each ending is written. KIF's words are from the view of cshogi's exporter: 'resign' =
-# the side to move resigned, 'illegal_lose' = the last mover lost by an illegal action.
+# the side to move resigned, 'illegal_lose' / 'illegal_win' = the last mover lost / won by an
+# illegal action (perpetual check). The endings that are not the rules' own are written below.
 _KIF_END = {
     Termination.CHECKMATE: "resign",
     Termination.RESIGN: "resign",
     Termination.REPETITION: "sennichite",
-    Termination.PERPETUAL_CHECK: "illegal_lose",
     Termination.IMPASSE: "win",
-    Termination.MAX_PLIES: "draw",
 }
 _CSA_END = {
     Termination.CHECKMATE: "%TORYO",
@@ -31,35 +32,90 @@ _CSA_END = {
     Termination.MAX_PLIES: "%JISHOGI",
     Termination.MATE_ADJUDICATION: "%CHUDAN",
 }
+_SIDE = {cshogi.BLACK: ("先手", "black"), cshogi.WHITE: ("後手", "white")}
 
 
-def _moves(moves_usi: Sequence[str], start_sfen: Optional[str]) -> list[int]:
+@dataclass(frozen=True)
+class _Ending:
+    """How a game's last position ended it, as the record says it: a word of the rules (KIF's
+    千日手, 反則負け, ...), or 中断 with a comment when the game was ended by a rule of azshogi's
+    self-play (the first recurrence of a position, dlshogi's rule; mate adjudication), and the
+    winner the game was scored for."""
+
+    kif_word: Optional[str]  # cshogi's exporter's word, or None: 中断 with `comment`
+    comment: Optional[str]
+    winner: Optional[int]  # cshogi.BLACK / WHITE, None: a draw or not decided
+
+
+def _moves(moves_usi: Sequence[str], start_sfen: Optional[str]) -> tuple[list[int], cshogi.Board, int]:
+    """(the moves, the board after them, how many times its position occurred in the game)."""
     board = cshogi.Board(start_sfen) if start_sfen else cshogi.Board()
+    seen = collections.Counter([board.zobrist_hash()])
     out = []
     for usi in moves_usi:
         move = board.move_from_usi(usi)
         out.append(move)
         board.push(move)
-    return out
+        seen[board.zobrist_hash()] += 1
+    return out, board, seen[board.zobrist_hash()]
+
+
+def _ending(termination: Termination, board: cshogi.Board, occurrences: int) -> _Ending:
+    to_move, mover = board.turn, 1 - board.turn
+    if termination in (Termination.REPETITION, Termination.PERPETUAL_CHECK):
+        checker = None  # the side that gave perpetual check, if any
+        if termination == Termination.PERPETUAL_CHECK:
+            checker = mover if board.is_draw() == cshogi.REPETITION_WIN else to_move
+        if occurrences >= FOURFOLD:  # sennichite by the rules
+            if checker is None:
+                return _Ending("sennichite", None, None)
+            return _Ending("illegal_lose" if checker == mover else "illegal_win", None, 1 - checker)
+        what = ("the position recurred: self-play ends a game at a position's first recurrence as a draw"
+                if checker is None else
+                f"{_SIDE[checker][1]} repeated the position by continuous checks: self-play ends a game at the "
+                f"first recurrence as a loss for the checking side")
+        return _Ending(None, f"azshogi self-play: {what} (dlshogi's rule), not at the fourth occurrence "
+                             f"(sennichite) that the rules need", None if checker is None else 1 - checker)
+    if termination == Termination.MATE_ADJUDICATION:
+        return _Ending(None, f"azshogi self-play: adjudicated: {_SIDE[to_move][1]}, to move, has a forced mate "
+                             f"(rules.mate_adjudication_plies) and is scored the winner", to_move)
+    if termination == Termination.MAX_PLIES:
+        return _Ending("draw", "the ply limit: a draw", None)
+    return _Ending(_KIF_END.get(termination), None, None)
 
 
 def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[str, str] = ("black", "white"),
              start_sfen: Optional[str] = None, start_time: Optional[datetime] = None) -> str:
-    """A game as KIF text (cshogi's exporter); start_time: when the game began (開始日時)."""
+    """A game as KIF text (cshogi's exporter); start_time: when the game began (開始日時). The
+    last lines say what ended the game: a word of the rules and its result line, or 中断 with a
+    comment (`*...`) when azshogi's self-play ended it by its own rule, followed by the result
+    it scored (the winner, or 中断 for a draw)."""
     exporter = KIF.Exporter()
     exporter.kifu, exporter.prev_move, exporter.move_number = io.StringIO(), None, 1
     exporter.header(list(names), starttime=start_time, handicap=("sfen " + start_sfen) if start_sfen else None)
-    for move in _moves(moves_usi, start_sfen):
+    moves, board, occurrences = _moves(moves_usi, start_sfen)
+    for move in moves:
         exporter.move(move)
-    if termination in _KIF_END:
-        exporter.end(_KIF_END[termination])
-    return exporter.kifu.getvalue()
+    end = _ending(termination, board, occurrences)
+    out = exporter.kifu
+    if end.kif_word == "draw":  # cshogi writes the result line of 持将棋 with the wrong move count
+        out.write(f"{exporter.move_number:>4} 持将棋            ( 0:00/00:00:00)\n*{end.comment}\n"
+                  f"まで{len(moves)}手で持将棋\n")
+    elif end.kif_word is not None:
+        exporter.end(end.kif_word)
+    elif end.comment is not None:
+        result = "中断" if end.winner is None else f"{_SIDE[end.winner][0]}の勝ち"
+        out.write(f"{exporter.move_number:>4} 中断              ( 0:00/00:00:00)\n*{end.comment}\n"
+                  f"まで{len(moves)}手で{result}\n")
+    return out.getvalue()
 
 
 def csa_text(moves_usi: Sequence[str], termination: Termination, names: tuple[str, str] = ("black", "white"),
              start_sfen: Optional[str] = None, comment: Optional[str] = None,
              start_time: Optional[datetime] = None) -> str:
-    """A game as CSA text (cshogi's exporter); start_time: when the game began ($START_TIME)."""
+    """A game as CSA text (cshogi's exporter); start_time: when the game began ($START_TIME). An
+    ending by a rule of azshogi's self-play is %CHUDAN after a comment (`'...`) that says what
+    ended the game."""
     exporter = CSA.Exporter()
     exporter.f = io.StringIO()
     # A Board, not the SFEN string: cshogi 1.1.0's exporter fails on a string that is not the
@@ -67,9 +123,15 @@ def csa_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
     when = {"START_TIME": start_time.strftime("%Y/%m/%d %H:%M:%S")} if start_time else None
     exporter.info(init_board=cshogi.Board(start_sfen) if start_sfen else None, names=list(names),
                   comment=comment, var_info=when)
-    for move in _moves(moves_usi, start_sfen):
+    moves, board, occurrences = _moves(moves_usi, start_sfen)
+    for move in moves:
         exporter.move(move)
-    exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))
+    end = _ending(termination, board, occurrences)
+    if end.kif_word is None and end.comment is not None:
+        exporter.f.write(f"'{end.comment}\n")
+        exporter.endgame("%CHUDAN")
+    else:
+        exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))
     return exporter.f.getvalue()
 
 

@@ -1,0 +1,63 @@
+"""KIF and CSA records say truthfully what ended a game: the rules' words (千日手 at the fourth
+occurrence, 反則負け for perpetual check, 持将棋 with its move count) and, for the endings that are
+azshogi's self-play's own (a position's first recurrence, mate adjudication), 中断 with a comment
+and the result self-play scored. Read back with cshogi's parsers, as a GUI would."""
+from cshogi import CSA, KIF
+
+from azshogi.formats.records import csa_text, kif_text, write_kif
+from azshogi.shogi.rules import Termination
+
+ROOKS_BACK_AND_FORTH = ["2h3h", "8b7b", "3h2h", "7b8b"]  # back to the start position
+CHECKS = "4k4/9/9/9/9/9/9/9/R3K4 b - 1"  # black's rook can check the king on ranks a and b
+PERPETUAL = ["9i9a", "5a5b", "9a9b", "5b5a", "9b9a"]  # checks only: the position after 9i9a recurs
+
+
+def test_a_first_recurrence_in_self_play_is_no_sennichite(tmp_path):
+    path = tmp_path / "game.kif"
+    write_kif(path, ROOKS_BACK_AND_FORTH, Termination.REPETITION)
+    text = path.read_bytes().decode("cp932")
+    assert "千日手" not in text
+    assert text.splitlines()[-3:] == [
+        "   5 中断              ( 0:00/00:00:00)",
+        "*azshogi self-play: the position recurred: self-play ends a game at a position's first recurrence as a "
+        "draw (dlshogi's rule), not at the fourth occurrence (sennichite) that the rules need",
+        "まで4手で中断"]
+    game = KIF.Parser.parse_str(text)
+    assert game.endgame == "%CHUDAN" and game.win is None and len(game.moves) == 4
+    csa = CSA.Parser.parse_str(csa_text(ROOKS_BACK_AND_FORTH, Termination.REPETITION))[0]
+    assert csa.endgame == "%CHUDAN" and "first recurrence" in csa_text(ROOKS_BACK_AND_FORTH, Termination.REPETITION)
+
+
+def test_the_fourth_occurrence_is_sennichite():
+    text = kif_text(ROOKS_BACK_AND_FORTH * 3, Termination.REPETITION)
+    assert text.splitlines()[-1] == "まで12手で千日手" and "中断" not in text
+    assert KIF.Parser.parse_str(text).endgame == "%SENNICHITE"
+    assert csa_text(ROOKS_BACK_AND_FORTH * 3, Termination.REPETITION).splitlines()[-1] == "%SENNICHITE"
+
+
+def test_perpetual_check_names_the_checking_side_as_the_loser():
+    first = kif_text(PERPETUAL, Termination.PERPETUAL_CHECK, start_sfen=CHECKS)
+    assert first.splitlines()[-2].startswith("*azshogi self-play: black repeated the position by continuous checks")
+    assert first.splitlines()[-1] == "まで5手で後手の勝ち"
+    assert KIF.Parser.parse_str(first).win == 2  # white
+    fourfold = kif_text(PERPETUAL + PERPETUAL[1:] * 2, Termination.PERPETUAL_CHECK, start_sfen=CHECKS)
+    assert fourfold.splitlines()[-1] == "まで13手で先手の反則負け"
+    assert KIF.Parser.parse_str(fourfold).win == 2
+
+
+def test_mate_adjudication_has_a_result_line_and_says_it_was_adjudicated():
+    moves = ["7g7f", "3c3d", "8h2b+"]  # white to move (it is not mate: the adjudication's words only)
+    text = kif_text(moves, Termination.MATE_ADJUDICATION)
+    assert text.splitlines()[-2:] == [
+        "*azshogi self-play: adjudicated: white, to move, has a forced mate (rules.mate_adjudication_plies) "
+        "and is scored the winner",
+        "まで3手で後手の勝ち"]
+    assert KIF.Parser.parse_str(text).win == 2
+    csa = csa_text(moves, Termination.MATE_ADJUDICATION)
+    assert csa.splitlines()[-2].startswith("'azshogi self-play: adjudicated") and csa.endswith("%CHUDAN\n")
+
+
+def test_the_ply_limit_counts_the_moves_played():
+    text = kif_text(ROOKS_BACK_AND_FORTH[:3], Termination.MAX_PLIES)
+    assert text.splitlines()[-3:] == ["   4 持将棋            ( 0:00/00:00:00)", "*the ply limit: a draw",
+                                      "まで3手で持将棋"]  # cshogi's exporter says 5
