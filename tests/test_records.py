@@ -43,6 +43,11 @@ def test_perpetual_check_names_the_checking_side_as_the_loser():
     fourfold = kif_text(PERPETUAL + PERPETUAL[1:] * 2, Termination.PERPETUAL_CHECK, start_sfen=CHECKS)
     assert fourfold.splitlines()[-1] == "まで13手で先手の反則負け"
     assert KIF.Parser.parse_str(fourfold).win == 2
+    # The fourth occurrence reached by the side in check: still the checking side loses.
+    evaded = kif_text(["9b9a", "5a5b", "9a9b", "5b5a"] * 3, Termination.PERPETUAL_CHECK,
+                      start_sfen="4k4/R8/9/9/9/9/9/9/4K4 b - 1")
+    assert evaded.splitlines()[-1] == "まで12手で後手の反則勝ち"  # cshogi's word alone named white the loser
+    assert KIF.Parser.parse_str(evaded).win == 2
 
 
 def test_mate_adjudication_has_a_result_line_and_says_it_was_adjudicated():
