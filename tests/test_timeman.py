@@ -114,3 +114,13 @@ def test_malformed_go_arguments_are_named_and_left_out():
     assert mate.mate == 0 and "mate soon" in mate.errors[0]
     assert parse_go(["mate"]).mate == parse_go("mate infinite".split()).mate == -1
     assert GoLimits(movetime=5).has_clock and not GoLimits(nodes=5).has_clock
+
+
+def test_a_margin_that_leaves_no_time_is_kept_and_said():
+    """byoyomi 300 with TimeMargin 300: the margin stays (a late move loses the game), and the
+    plan's note tells the GUI why the move comes without search."""
+    squeezed = plan(parse_go(["byoyomi", "300"]), True, 0, 300)
+    assert squeezed.limit == pytest.approx(0.01)  # the minimum thinking time: the network's move
+    assert squeezed.note.startswith("the clock allows 300 ms for this move and TimeMargin keeps 300 ms of it")
+    assert plan(parse_go(["byoyomi", "300"]), True, 0, 100).note == ""
+    assert plan(parse_go(["movetime", "300"]), True, 0, 300).note == ""  # the margin is not taken from movetime

@@ -227,3 +227,32 @@ def test_usi_is_answered_without_importing_the_heavy_modules():
             "print(out.getvalue().splitlines()[-1], *sorted({'torch', 'hydra', 'cshogi', 'numpy'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["usiok"]
+
+
+def test_a_byoyomi_within_the_margin_is_said_in_an_info_string(engine):
+    """TimeMargin (200 here) is kept even when it leaves no time to search; the GUI is told."""
+    engine.send("position startpos moves 2g2f", "go byoyomi 150")
+    lines = engine.until("bestmove", 10)
+    assert ("info string the clock allows 150 ms for this move and TimeMargin keeps 200 ms of it: no time to "
+            "search, playing the network's own move (a smaller TimeMargin leaves time to search)") in lines
+    assert bestmove(lines) in legal_usi(["2g2f"])
+    engine.send("position startpos moves 2g2f", "go byoyomi 1000")
+    assert not any("TimeMargin" in line for line in engine.until("bestmove", 10))
+
+
+def test_errors_read_without_python_exception_names(engine, tmp_path):
+    engine.send("setoption name BatchSize value x", "isready")
+    lines = engine.until("readyok", 30)
+    assert "info string error: setoption: BatchSize takes an integer, got 'x'" in lines
+    # A file that is not a checkpoint (the run's config.yaml, say) is named as such.
+    config = tmp_path / "config.yaml"
+    config.write_text("run: default\nseed: 0\n")
+    session = UsiSession(str(config))
+    try:
+        session.send("usi", "isready")
+        lines = session.until("readyok", 60)
+        assert f"info string error: cannot load the model: cannot read {config}: not an azshogi checkpoint (a .pt " \
+               "file that azshogi wrote), or a damaged one" in lines
+        assert not any("Error" in line for line in lines)
+    finally:
+        session.close()

@@ -126,8 +126,9 @@ def load(path: Path, map_location="cpu", mmap: bool = False) -> dict:
         return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint not found: {path}") from None
-    except Exception as e:  # truncated, corrupt or foreign files
-        raise CheckpointError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+    except Exception:  # truncated, corrupt or foreign files (torch's own words say nothing to a user)
+        raise CheckpointError(f"cannot read {path}: not an azshogi checkpoint (a .pt file that azshogi "
+                              f"wrote), or a damaged one") from None
 
 
 def upgrade(state: dict, path: Path) -> dict:

@@ -7,8 +7,9 @@
   wtime), a byoyomi (a period reset every move: a move inside it costs no main time) or Fischer
   increments (binc, winc). `margin` (the TimeMargin option) is the user's reserve for the GUI,
   the pipes and the network: a budget on a clock ends that many milliseconds before the moment
-  the move must arrive. `go movetime` is not a clock but a thinking time: the engine thinks that
-  long, and the margin does not apply.
+  the move must arrive, even when that leaves no time to search (the plan's `note` says so, for
+  the GUI). `go movetime` is not a clock but a thinking time: the engine thinks that long, and
+  the margin does not apply.
 - `StepTimer` predicts how long a search step of b leaves (descents, then one forward pass)
   takes: a line fixed + per_leaf * b measured when the engine starts, rescaled by the steps of
   the search in progress.
@@ -103,6 +104,7 @@ class TimePlan:
     target: float  # stop here (or earlier when the best move cannot change)
     limit: float  # the last step ends by then
     exact: bool = False  # movetime: think until the limit, no early stop
+    note: str = ""  # what the engine should tell the GUI about this budget (an `info string`)
 
 
 def plan(limits: GoLimits, black_to_move: bool, ply: int, margin_ms: int,
@@ -130,7 +132,13 @@ def plan(limits: GoLimits, black_to_move: bool, ply: int, margin_ms: int,
         # Sudden death: never spend more than a fraction of what is left.
         limit = max(min(limit, remaining * 0.25), min_think_ms)
     target = max(min(share, limit), min_think_ms)
-    return TimePlan(target / 1000.0, limit / 1000.0)
+    # The margin is the user's estimate of what the GUI and the pipes need: it is kept even when
+    # it leaves no time to search (a move without search is weak, a move too late loses the game),
+    # and the GUI is told.
+    note = (f"the clock allows {available} ms for this move and TimeMargin keeps {margin_ms} ms of it: no time "
+            f"to search, playing the network's own move (a smaller TimeMargin leaves time to search)"
+            if available - margin_ms < min_think_ms else "")
+    return TimePlan(target / 1000.0, limit / 1000.0, note=note)
 
 
 class StepTimer:

@@ -128,6 +128,11 @@ class Job:
         return self.limits.ponder and not self.ponderhit.is_set()
 
 
+def _reason(error: Exception) -> str:
+    """An error as the GUI's user reads it: its message, without Python's exception class."""
+    return str(error) or f"an internal error ({type(error).__name__})"
+
+
 _LIGHT_COMMANDS = {"usi", "setoption", "quit"}  # commands that import nothing heavy
 
 
@@ -195,7 +200,7 @@ class UsiEngine:
         try:
             return handler(args, line) is not False
         except Exception as e:  # never let one bad line end the engine
-            self.error(f"{command}: {type(e).__name__}: {e}")
+            self.error(f"{command}: {_reason(e)}")
             return True
 
     def cmd_usi(self, args, line):
@@ -229,7 +234,7 @@ class UsiEngine:
         try:
             self._load()
         except Exception as e:
-            self.error(f"cannot load the model: {type(e).__name__}: {e}")
+            self.error(f"cannot load the model: {_reason(e)}")
         self.send("readyok")
 
     def cmd_usinewgame(self, args, line):
@@ -307,7 +312,7 @@ class UsiEngine:
                 self.error(message)
             target(job)
         except Exception as e:
-            self.error(f"search: {type(e).__name__}: {e}")
+            self.error(f"search: {_reason(e)}")
             if job.limits.mate is not None:
                 self.send("checkmate notimplemented")
             else:
@@ -391,6 +396,8 @@ class UsiEngine:
             return self._bestmove(job, "win")
         limits = job.limits
         time_plan = plan(limits, board.turn == cshogi.BLACK, ply, o["TimeMargin"])
+        if time_plan is not None and time_plan.note:
+            self.send("info string " + time_plan.note)
         # At most a tenth of the move's time for the mate search (also when pondering: a
         # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
         mate = search.mate(board, None if time_plan is None else 0.1 * time_plan.target)
