@@ -79,13 +79,13 @@ class FunctionEvaluator:
     with the logits of the legal moves, as every evaluator does."""
 
     def __init__(self, fn):
-        from azshogi.search.base import EvalStats
+        from azshogi.shogi.network_io import EvalStats
 
         self.fn = fn
         self.stats = EvalStats()
 
     def allocate(self, rows):
-        from azshogi.search.batch import LeafBatch
+        from azshogi.shogi.network_io import LeafBatch
 
         return LeafBatch(rows)
 

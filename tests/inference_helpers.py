@@ -29,9 +29,9 @@ from cshogi import dlshogi
 
 from azshogi.nn.leaf_network import wire_name
 from azshogi.nn.network import build
-from azshogi.search.batch import WIRE_BYTES, LeafBatch, to_float32
 from azshogi.selfplay.server import ClientEvaluator
 from azshogi.shogi import features
+from azshogi.shogi.network_io import WIRE_BYTES, LeafBatch, to_float32
 from azshogi.train.bench import fill, sample_positions
 
 

@@ -1,5 +1,6 @@
-"""The package's import directions (docs/architecture.md): each folder imports only the folders
-below it, search/ imports no torch, and nothing imports commands/."""
+"""The package's import directions (docs/architecture.md, STYLE.md's map), with no exception:
+each folder imports only the folders below it, search/ imports no torch, and nothing imports
+commands/."""
 import ast
 import pathlib
 import subprocess
@@ -8,36 +9,46 @@ import sys
 import azshogi
 
 ROOT = pathlib.Path(azshogi.__file__).parent
-ALLOWED = {
+BASE = {"shogi", "config"}
+ALLOWED = {  # STYLE.md's map: what each folder (or top-level module) may import
     "config": set(),
     "shogi": {"config"},
-    "search": {"config", "shogi"},
-    "formats": {"config", "shogi"},
-    "nn": {"config", "shogi", "formats", "search"},  # search: the Evaluator interface it implements
-    "selfplay": {"config", "shogi", "nn", "search", "formats"},
-    "play": {"config", "shogi", "nn", "search", "formats"},
-    "train": {"config", "shogi", "nn", "search", "formats", "selfplay", "play"},
+    "search": BASE,
+    "formats": BASE,
+    "nn": BASE,
+    "selfplay": BASE | {"nn", "search", "formats"},
+    "play": BASE | {"nn", "search", "formats"},
+    "train": BASE | {"nn", "search", "formats", "selfplay", "play"},
+    "commands": {"config", "shogi", "nn", "search", "formats", "selfplay", "play", "train"},  # anything
+    "__main__": {"commands"},  # `python -m azshogi`; nothing else imports commands
+    "__init__": set(),
 }
 
 
 def imported_folders(path: pathlib.Path) -> set:
+    """The folders (or top-level modules) of azshogi that a file imports, at any depth; the
+    package itself ("__init__") for `from azshogi import NAME` of a name it defines."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("azshogi."):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "azshogi":
+            out.update(a.name if (ROOT / a.name).exists() or (ROOT / f"{a.name}.py").exists() else "__init__"
+                       for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("azshogi."):
             out.add(node.module.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            out.add(f"a relative import ({'.' * node.level}{node.module or ''})")
         elif isinstance(node, ast.Import):
             out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("azshogi."))
     return out
 
 
-def test_every_folder_imports_only_the_folders_below_it():
+def test_every_folder_imports_only_what_the_map_allows():
     wrong = []
     for path in ROOT.rglob("*.py"):
         parts = path.relative_to(ROOT).parts
         folder = parts[0] if len(parts) > 1 else path.stem
-        if folder not in ALLOWED:
-            continue  # commands/, __init__, __main__
-        for other in imported_folders(path) - ALLOWED[folder] - {folder}:
+        assert folder in ALLOWED, f"{folder}: a folder the map does not know (add it to STYLE.md and here)"
+        for other in imported_folders(path) - ALLOWED[folder] - {folder, "__init__"}:
             wrong.append(f"{path.relative_to(ROOT)} imports azshogi.{other}")
     assert not wrong, wrong
 

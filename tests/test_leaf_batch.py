@@ -10,8 +10,8 @@ from cshogi import dlshogi
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.nn.leaf_network import bit_table, expand_planes
 from azshogi.nn.network import build
-from azshogi.search.batch import LeafBatch, to_float32
 from azshogi.shogi import features
+from azshogi.shogi.network_io import LeafBatch, to_float32
 from azshogi.train.bench import fill, sample_positions
 
 

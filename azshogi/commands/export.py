@@ -17,13 +17,15 @@ from pathlib import Path
 from azshogi.commands.cli import ArgumentParser, fail
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
-from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, write_onnx
+from azshogi.formats.files import write_atomically
+from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, onnx_bytes
 from azshogi.play.models import load_model
 
 
 def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path:
     model, _ = load_model(Path(checkpoint))
-    return write_onnx(model, Path(out), opset)
+    write_atomically(Path(out), onnx_bytes(model, opset))
+    return Path(out)
 
 
 def main(argv=None) -> None:

@@ -1,4 +1,4 @@
-"""Network evaluations in this process: `LocalEvaluator` (search/base.py's Evaluator on the
+"""Network evaluations in this process: `LocalEvaluator` (shogi/network_io.py's Evaluator on the
 shared model), and the device and dtype a run's settings resolve to."""
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import torch
 from azshogi.config import ConfigError
 from azshogi.nn.inference import InferenceNet
 from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, InstantNetwork, LeafNetwork
-from azshogi.search.base import EvalStats
-from azshogi.search.batch import LeafBatch
+from azshogi.shogi.network_io import EvalStats, LeafBatch
 
 
 def resolve_device(name: str) -> torch.device:

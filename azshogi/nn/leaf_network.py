@@ -24,7 +24,7 @@ _WIRE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float
 
 
 def wire_name(dtype: torch.dtype) -> str:
-    """The name search/batch.py's `to_float32` knows for a logits dtype."""
+    """The name shogi/network_io.py's `to_float32` knows for a logits dtype."""
     return _WIRE_NAMES[dtype]
 
 

@@ -1,16 +1,15 @@
 """The network as a dlshogi-compatible ONNX model: inputs `input1` (N, 62, 9, 9) and `input2`
 (N, 57, 9, 9) float32, outputs `output_policy` (N, 2187) logits and `output_value` (N, 1) the side
 to move's win probability (the sigmoid of the value logit), N dynamic. Needs the `onnx` package
-(`pip install 'azshogi[export]'`)."""
+(`pip install 'azshogi[export]'`). It returns the model's bytes; writing them is the caller's
+(commands/export.py, atomically through formats/files.py)."""
 from __future__ import annotations
 
 import io
 import warnings
-from pathlib import Path
 
 import torch
 
-from azshogi.formats.files import write_atomically
 from azshogi.shogi.features import FEATURES1_PLANES, FEATURES2_PLANES
 
 INPUT_NAMES = ("input1", "input2")
@@ -35,9 +34,10 @@ class WinProbability(torch.nn.Module):
 
 
 def onnx_bytes(model: torch.nn.Module, opset: int = DEFAULT_OPSET) -> bytes:
-    """The serialized ONNX model of `model` (put in eval mode, on the CPU, fp32)."""
+    """The serialized ONNX model of `model` (put in eval mode, on the CPU, fp32), checked with
+    onnx.checker."""
     try:
-        import onnx  # noqa: F401  (the TorchScript exporter serializes through it)
+        import onnx  # the TorchScript exporter serializes through it
     except ImportError:
         raise ExportError("ONNX export needs the onnx package: pip install 'azshogi[export]'") from None
     wrapped = WinProbability(model.float().cpu().eval())
@@ -51,14 +51,6 @@ def onnx_bytes(model: torch.nn.Module, opset: int = DEFAULT_OPSET) -> bytes:
         torch.onnx.export(wrapped, example, out, dynamo=False, input_names=list(INPUT_NAMES),
                           output_names=list(OUTPUT_NAMES), opset_version=opset, do_constant_folding=True,
                           dynamic_axes={name: batch for name in INPUT_NAMES + OUTPUT_NAMES})
-    return out.getvalue()
-
-
-def write_onnx(model: torch.nn.Module, out: Path, opset: int = DEFAULT_OPSET) -> Path:
-    """Exports, checks with onnx.checker, and writes atomically."""
-    data = onnx_bytes(model, opset)
-    import onnx
-
+    data = out.getvalue()
     onnx.checker.check_model(onnx.load_from_string(data))
-    write_atomically(Path(out), data)
-    return Path(out)
+    return data

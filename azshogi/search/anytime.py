@@ -29,10 +29,10 @@ from typing import Callable, Optional, Sequence
 import cshogi
 import numpy as np
 
-from azshogi.search.base import Evaluator
 from azshogi.search.formulas import first_play_urgency, puct_shares, root_value
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import EDGE_ARRAYS, NODE_ARRAYS, Tree, masked_softmax
+from azshogi.shogi.network_io import Evaluator
 from azshogi.shogi.rules import Rules, mate_line
 
 # A slow rate of cshogi's df-pn (measured: 100k nodes took up to 0.5 s in random middle games).

@@ -15,11 +15,11 @@ from typing import Optional, Sequence
 import cshogi
 import numpy as np
 
-from azshogi.search.base import Evaluator
 from azshogi.search.formulas import completed_q, root_sigma, sigma, subset_improved_policy, subset_sigma
 from azshogi.search.result import SearchResult, make_result, per_actor_simulations
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, edge_sum, masked_softmax, padded_width
+from azshogi.shogi.network_io import Evaluator
 from azshogi.shogi.rules import Rules
 
 

@@ -17,8 +17,8 @@ from typing import Callable, Optional, Sequence
 import cshogi
 import numpy as np
 
-from azshogi.search.base import Evaluator
 from azshogi.search.tree import Tree
+from azshogi.shogi.network_io import Evaluator
 from azshogi.shogi.rules import Rules, outcome
 
 # The look-back for repetitions inside the tree (dlshogi uses 16 plies too): enough for

@@ -1,7 +1,7 @@
 """The inference server: one model in the main process, evaluating for searches in other processes.
 
 One block of shared memory holds a region for each client (a self-play worker). A client's
-search fills a LeafBatch (search/batch.py) straight in its region — each leaf's planes packed to
+search fills a LeafBatch (shogi/network_io.py) straight in its region — each leaf's planes packed to
 636 bytes, its number of legal moves and their labels (2 bytes each) — then sends 9 bytes down
 its pipe: b"E", leaves, labels. The server gathers such requests from all clients into one batch
 (in staging buffers, pinned on CUDA), where the device expands the planes, runs one forward pass
@@ -35,9 +35,8 @@ from typing import Iterable, Optional
 import numpy as np
 
 from azshogi.nn.leaf_network import wire_name
-from azshogi.search.base import EvalStats
-from azshogi.search.batch import WIRE_BYTES, LeafBatch, to_float32
 from azshogi.shogi import features
+from azshogi.shogi.network_io import WIRE_BYTES, EvalStats, LeafBatch, to_float32
 
 SHM_PREFIX = "azshogi_"
 _ALIGN = 64
@@ -134,7 +133,7 @@ class SharedBlock:
 class ClientHandle:
     """What a client process needs to reach the server (picklable for spawn): its region is
     rows [offset, offset + rows) of the block of `block_rows` rows named `shm_name`; logits come
-    back in dtype `wire` (search/batch.py's WIRE_BYTES)."""
+    back in dtype `wire` (shogi/network_io.py's WIRE_BYTES)."""
 
     index: int
     shm_name: str

@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from azshogi.config import BenchNetwork, Config
-from azshogi.search.batch import WIRE_BYTES, LeafBatch
 from azshogi.shogi import features
+from azshogi.shogi.network_io import WIRE_BYTES, LeafBatch
 
 
 def sample_positions(count: int, seed: int, plies: tuple[int, int] = (0, 300)) -> list[cshogi.Board]:

@@ -13,6 +13,7 @@ Network stand-ins: `uniform` (logits 0, win probability 0.5: flat priors, shallo
 `table` (a fixed random table row chosen by a hash of the planes: peaked priors, deeper trees).
 """
 import argparse
+import importlib
 import statistics
 import sys
 import time
@@ -33,7 +34,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import azshogi  # noqa: E402
-from azshogi.search.base import EvalStats  # noqa: E402
 from azshogi.search.gumbel import GumbelSearch  # noqa: E402
 from azshogi.selfplay.actors import SelfPlay  # noqa: E402
 from azshogi.shogi.rules import Rules  # noqa: E402
@@ -50,9 +50,24 @@ def stand_in(f1, f2):
     return TABLE[h], (h % 100 / 100.0).astype(np.float32)
 
 
+class Calls:  # what an evaluator counts (no search reads it): azshogi's own class moved between versions
+    def __init__(self):
+        self.calls, self.positions, self.seconds = 0, 0, 0.0
+
+
+def leaf_batch_class():
+    """The LeafBatch of the azshogi tree measured, or None before issue #9's leaf batches."""
+    for module in ("azshogi.shogi.network_io", "azshogi.search.batch"):  # now; before the import map held
+        try:
+            return importlib.import_module(module).LeafBatch
+        except ImportError:
+            pass
+    return None
+
+
 class DenseEvaluator:  # the interface before issue #9: dense planes in, full rows out
     def __init__(self):
-        self.stats = EvalStats()
+        self.stats = Calls()
 
     def allocate(self, n):
         return (np.zeros((n, 62, 9, 9), np.float32), np.zeros((n, 57, 9, 9), np.float32))
@@ -63,12 +78,11 @@ class DenseEvaluator:  # the interface before issue #9: dense planes in, full ro
 
 
 class LeafEvaluator:  # the LeafBatch interface: the same stand-in on the batch's dense planes
-    def __init__(self):
-        self.stats = EvalStats()
+    def __init__(self, leaf_batch):
+        self.stats, self.leaf_batch = Calls(), leaf_batch
 
     def allocate(self, n):
-        from azshogi.search.batch import LeafBatch
-        return LeafBatch(n)
+        return self.leaf_batch(n)
 
     def evaluate(self, b):
         k = b.size
@@ -97,11 +111,8 @@ def positions(count, seed, ply):
 
 def main():
     torch.set_num_threads(1)
-    try:
-        import azshogi.search.batch  # noqa: F401
-        evaluator = LeafEvaluator()
-    except ImportError:
-        evaluator = DenseEvaluator()
+    leaf_batch = leaf_batch_class()
+    evaluator = LeafEvaluator(leaf_batch) if leaf_batch else DenseEvaluator()
     actors, rules = args.actors, Rules()
     search = GumbelSearch(evaluator, rules, actors, 32, 16)
     if mode == "plies":

@@ -1,4 +1,6 @@
-"""The leaves of one search step as the network's input and output: `LeafBatch`.
+"""The network's side of a search: positions as the network's input (`LeafBatch`), and what an
+evaluator answers (`Evaluator`, `EvalStats`). Search code (search/) fills a batch and asks an
+evaluator; nn/ and selfplay/ implement evaluators. numpy and shogi/features.py only, no torch.
 
 A search adds its leaves (board and legal moves) row by row; `seal()` then writes what the
 evaluator reads, compactly:
@@ -7,17 +9,23 @@ evaluator reads, compactly:
     counts  (B,) int32       legal moves per leaf
     labels  (L,) int16       the policy labels of every leaf's legal moves, leaf after leaf
 
-and the evaluator answers with only what the search reads: the logits of those L labels (flat,
-in the same order) and each leaf's win probability. Those three arrays may live in memory the
-evaluator chose (`Evaluator.allocate`: shared memory for an inference server, pinned memory for
-a GPU); the dense float planes are written in this process only, into `features1`/`features2`.
+and `Evaluator.evaluate(batch) -> (legal-move logits, win probability)` answers with only what
+the search reads: the logits of those L labels (flat, in the same order) and each leaf's win
+probability. The search never knows whether the model sits in this process
+(nn.evaluator.LocalEvaluator) or behind an inference server (selfplay.server.ClientEvaluator).
+The three arrays above may live in memory the evaluator chose (`Evaluator.allocate`: shared
+memory for an inference server, pinned memory for a GPU); the dense float planes are written in
+this process only, into `features1`/`features2`.
 
 Logits may travel in the network's own 16-bit dtype (bf16 or fp16 autocast computes them in it,
-so nothing is lost); `to_float32` turns such raw values into what the search uses.
+so nothing is lost); `to_float32` turns such raw values into what the search uses. Every
+evaluator counts its calls, positions and seconds (`EvalStats`) for `perf/` figures.
 """
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from typing import Protocol
 
 import cshogi
 import numpy as np
@@ -89,3 +97,32 @@ class LeafBatch:
         out = np.zeros(self.size + 1, np.int64)
         np.cumsum(self.counts[:self.size], out=out[1:])
         return out
+
+
+@dataclass
+class EvalStats:
+    calls: int = 0
+    positions: int = 0
+    seconds: float = 0.0
+
+    def reset(self) -> None:
+        self.calls, self.positions, self.seconds = 0, 0, 0.0
+
+    def add(self, positions: int, seconds: float) -> None:
+        self.calls += 1
+        self.positions += positions
+        self.seconds += seconds
+
+
+class Evaluator(Protocol):
+    stats: EvalStats
+
+    def evaluate(self, batch: LeafBatch) -> tuple[np.ndarray, np.ndarray]:
+        """A sealed batch of B leaves with L legal moves in all -> the policy logits of those
+        moves, (L,) float32 in the batch's label order, and each leaf's side-to-move win
+        probability, (B,) float32."""
+        ...
+
+    def allocate(self, rows: int) -> LeafBatch:
+        """A batch the search fills in place, its arrays where this evaluator reads them."""
+        ...
