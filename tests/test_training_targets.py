@@ -28,7 +28,7 @@ from conftest import FunctionEvaluator
 from azshogi.config import Optimizer, TrainConfig, ValueLoss
 from azshogi.formats.dlshogi import HCPE_DTYPE, Hcpe3Writer, read_hcpe3
 from azshogi.search import GumbelSearch, PuctSearch
-from azshogi.search.result import SearchResult
+from azshogi.search.result import BatchSearchResult
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord
@@ -81,7 +81,7 @@ class ScriptedSearch:
     def __init__(self, script: list[str]):
         self.script = script
 
-    def run(self, boards, plies, rngs, simulations=None) -> SearchResult:
+    def run(self, boards, plies, rngs, simulations=None) -> BatchSearchResult:
         a, k = len(boards), features.MAX_LEGAL_MOVES
         edge_moves, labels = np.zeros((a, k), np.int64), np.zeros((a, k), np.int32)
         policy, chosen = np.zeros((a, k), np.float32), np.zeros(a, np.int64)
@@ -94,7 +94,8 @@ class ScriptedSearch:
             edge_moves[i, :n], policy[i, :n], chosen[i] = moves, probs, move
             labels[i, :n] = [dlshogi.make_move_label(m, board.turn) for m in moves]
         root_value = np.array([scripted_root_value(int(p)) for p in plies], np.float32)
-        return SearchResult(chosen, edge_moves, labels, num_edges, policy, np.zeros((a, k), np.float32), root_value)
+        return BatchSearchResult(chosen, edge_moves, labels, num_edges, policy, np.zeros((a, k), np.float32),
+                                 root_value)
 
 
 def new_selfplay(script: list[str], rules: Rules, sfen: Optional[str] = None,

@@ -4,12 +4,12 @@ from __future__ import annotations
 from azshogi.config import SearchConfig, SearchKind
 from azshogi.search.gumbel import GumbelSearch, considered_visit_sequence
 from azshogi.search.puct import PuctSearch
-from azshogi.search.result import SearchResult
+from azshogi.search.result import BatchSearchResult
 from azshogi.search.threaded import ThreadedSearch
 from azshogi.shogi.network_io import Evaluator
 from azshogi.shogi.rules import Rules
 
-__all__ = ["GumbelSearch", "PuctSearch", "SearchResult", "ThreadedSearch", "considered_visit_sequence",
+__all__ = ["BatchSearchResult", "GumbelSearch", "PuctSearch", "ThreadedSearch", "considered_visit_sequence",
            "make_search"]
 
 

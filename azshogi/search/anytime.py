@@ -91,14 +91,23 @@ class Line:
 
 
 @dataclass
-class SearchReport:
-    """What one search found, from the root's side to move.
+class AnytimeSearchResult:
+    """What one game's anytime search found (the USI engine's `info` and `bestmove`, a match
+    player's move), from the root's side to move. Self-play's batched searches return a
+    search/result.BatchSearchResult instead. K is the root's number of legal moves.
 
-    move: the chosen cshogi move (0 when none). pv: the principal variation (cshogi moves).
-    value: the root's value in [-1, 1]; win_rate = (value + 1) / 2. nodes: simulations run by
-    this search; tree_nodes: nodes now in the tree (reused ones included). mate: plies to a mate
-    found by the mate search (0 = none). moves, visits: the root's legal moves and visit counts.
-    lines: the best root moves (most visited first), as many as asked for (MultiPV).
+    Attributes:
+        move: the chosen cshogi move (0 when the root has no legal move).
+        pv: the principal variation, cshogi moves, `move` first (`pv_usi()`: as USI text).
+        value: the root's value in [-1, 1]; `win_rate` = (value + 1) / 2.
+        nodes: simulations run by this search (those that reached the root's statistics).
+        tree_nodes: nodes in the tree after it, reused ones included.
+        reused_nodes: nodes kept from the previous search of this game (tree reuse; `run`).
+        seconds: wall time of the search (`run_games`: of all its games together); `nps` =
+            nodes / seconds.
+        moves: (K,) int64 the root's legal moves (cshogi moves).
+        visits: (K,) float32 their visit counts.
+        lines: the best root moves, most visited first (`Line`s), as many as asked for (MultiPV).
     """
 
     move: int = 0
@@ -108,7 +117,6 @@ class SearchReport:
     tree_nodes: int = 0
     reused_nodes: int = 0
     seconds: float = 0.0
-    mate: int = 0
     moves: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     visits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     lines: list = field(default_factory=list)
@@ -241,7 +249,7 @@ class GameSearch:
         return self.tree.edge_visits[games, 0].sum(axis=1)
 
     def run(self, board: cshogi.Board, ply: int, plan_step: Callable[[Progress], int],
-            max_nodes: Optional[int] = None, game: int = 0, lines: int = 1) -> SearchReport:
+            max_nodes: Optional[int] = None, game: int = 0, lines: int = 1) -> AnytimeSearchResult:
         """Simulates `game` from its prepared root, step after step, until `plan_step(progress)`
         answers 0, `max_nodes` simulations are done or the tree is full (a root with one legal
         move gets one step at most). `plan_step` is asked before every step, the first included,
@@ -280,7 +288,7 @@ class GameSearch:
     def run_games(self, boards: dict, plies: dict, nodes: int, lines: int = 1) -> dict:
         """`nodes` simulations for each game of `boards` ({game: board}, each prepared; plies
         {game: ply}), the leaves of all games in one forward pass per step. Returns {game:
-        SearchReport}. A fixed budget makes matches reproducible."""
+        AnytimeSearchResult}. A fixed budget makes matches reproducible."""
         start = time.perf_counter()
         tree = self.tree
         games = np.array(sorted(boards), np.int64)
@@ -309,7 +317,7 @@ class GameSearch:
 
     # --- what it found ---
 
-    def report(self, game: int = 0, nodes: int = 0, seconds: float = 0.0, lines: int = 1) -> SearchReport:
+    def report(self, game: int = 0, nodes: int = 0, seconds: float = 0.0, lines: int = 1) -> AnytimeSearchResult:
         """The root's statistics now: most visited move (ties: the higher prior), PV, value, and
         the `lines` best root moves."""
         tree = self.tree
@@ -317,12 +325,12 @@ class GameSearch:
         visits = tree.edge_visits[game, 0, :n].copy()
         moves = tree.edge_move[game, 0, :n].astype(np.int64)
         if n == 0:
-            return SearchReport(nodes=nodes, seconds=seconds, tree_nodes=int(tree.num_nodes[game]))
+            return AnytimeSearchResult(nodes=nodes, seconds=seconds, tree_nodes=int(tree.num_nodes[game]))
         value = root_value(tree.node_value[game:game + 1, 0], tree.edge_value_sum[game:game + 1, 0, :n],
                            visits[None])[0]
         best = self._ranked_root_edges(game)[:max(1, lines)]
         root_lines = [self._line(game, int(e)) for e in best]
-        return SearchReport(move=root_lines[0].pv[0], pv=root_lines[0].pv, value=float(value), nodes=nodes,
+        return AnytimeSearchResult(move=root_lines[0].pv[0], pv=root_lines[0].pv, value=float(value), nodes=nodes,
                             tree_nodes=int(tree.num_nodes[game]), seconds=seconds, moves=moves, visits=visits,
                             lines=root_lines)
 

@@ -16,7 +16,7 @@ import cshogi
 import numpy as np
 
 from azshogi.search.formulas import completed_q, root_sigma, sigma, subset_improved_policy, subset_sigma
-from azshogi.search.result import SearchResult, make_result, per_actor_simulations
+from azshogi.search.result import BatchSearchResult, make_result, per_actor_simulations
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, edge_sum, masked_softmax, padded_width
 from azshogi.shogi.network_io import Evaluator
@@ -85,7 +85,7 @@ class GumbelSearch:
         return columns[np.arange(len(actors)), np.where(ok, score, -np.inf).argmax(axis=1)]
 
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
-            sample: Optional[np.ndarray] = None, simulations: Optional[np.ndarray] = None) -> SearchResult:
+            sample: Optional[np.ndarray] = None, simulations: Optional[np.ndarray] = None) -> BatchSearchResult:
         """Searches every board (none may be a finished position) and returns the moves to play.
 
         plies: (A,) plies played so far in each game. rngs: one generator per actor (its Gumbel

@@ -14,7 +14,7 @@ import cshogi
 import numpy as np
 
 from azshogi.search.formulas import puct_scores
-from azshogi.search.result import SearchResult, make_result, per_actor_simulations
+from azshogi.search.result import BatchSearchResult, make_result, per_actor_simulations
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import Tree, masked_softmax, padded_width
 from azshogi.shogi.network_io import Evaluator
@@ -65,7 +65,7 @@ class PuctSearch:
 
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
             sample: Optional[np.ndarray] = None, noise: bool = True,
-            simulations: Optional[np.ndarray] = None) -> SearchResult:
+            simulations: Optional[np.ndarray] = None) -> BatchSearchResult:
         """Searches every board; rngs: one generator per actor (noise and sampling).
         sample: (A,) bool, actors that pick their move in proportion to visit counts (default:
         plies < sampling_plies). noise: Dirichlet noise at the roots (self-play). simulations:

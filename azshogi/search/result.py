@@ -1,5 +1,7 @@
-"""What a search returns, the root statistics both search families report, and the per-actor
-simulation counts both accept."""
+"""What self-play's batched searches return (`BatchSearchResult`: GumbelSearch, PuctSearch and
+ThreadedSearch, A games searched together with a fixed budget), and the per-actor simulation
+counts they accept. The engine's anytime search (anytime.py) reports one game's search as an
+`AnytimeSearchResult` instead."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,13 +15,20 @@ from azshogi.shogi import features
 
 
 @dataclass(frozen=True)
-class SearchResult:
-    """Per actor a (A actors, root width K): the move to play and the root's statistics.
+class BatchSearchResult:
+    """One batched search of A actors' positions: each actor's move and its root's statistics
+    (the training targets). K is the widest root's number of legal moves; the columns past an
+    actor's num_edges are padding.
 
-    moves: (A,) cshogi moves chosen. edge_moves, labels: (A, K) the root's legal moves and
-    their policy labels, valid in columns < num_edges (A,). policy: (A, K) the policy target
-    (0 on padding). visits: (A, K) root visit counts. root_value: (A,) the search's value of the
-    root for its side to move, in [-1, 1].
+    Attributes:
+        moves: (A,) int64 cshogi moves chosen, one per actor.
+        edge_moves: (A, K) int32 cshogi moves of the root's edges (legal moves), 0 on padding.
+        labels: (A, K) int32 their policy labels (shogi/features.py), 0 on padding.
+        num_edges: (A,) int32 the root's legal moves.
+        policy: (A, K) float32 the policy target over the root's edges (Gumbel: the improved
+            policy; PUCT: visits normalised), 0 on padding.
+        visits: (A, K) float32 root visit counts.
+        root_value: (A,) float32 the search's value of the root for its side to move, in [-1, 1].
     """
 
     moves: np.ndarray
@@ -32,7 +41,7 @@ class SearchResult:
 
 
 def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, policy: np.ndarray,
-                turns: np.ndarray) -> SearchResult:
+                turns: np.ndarray) -> BatchSearchResult:
     """Packs the roots' statistics; `chosen` (A,) are edge indices, `policy` (A, width), `turns`
     (A,) the roots' sides to move (for the moves' labels)."""
     actors = np.arange(len(roots))
@@ -41,7 +50,7 @@ def make_result(tree: Tree, roots: np.ndarray, width: int, chosen: np.ndarray, p
     edge_moves = tree.edge_move[actors, roots, :width].copy()
     labels = np.where(tree.valid(actors, roots, width),
                       features.labels_of(edge_moves.astype(np.int64), np.asarray(turns, np.int64)[:, None]), 0)
-    return SearchResult(
+    return BatchSearchResult(
         moves=edge_moves[actors, chosen].astype(np.int64),
         edge_moves=edge_moves,
         labels=labels.astype(np.int32),

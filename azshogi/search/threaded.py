@@ -13,7 +13,7 @@ from typing import Sequence
 import cshogi
 import numpy as np
 
-from azshogi.search.result import SearchResult
+from azshogi.search.result import BatchSearchResult
 
 
 def _split(count: int, groups: int) -> list[slice]:
@@ -21,7 +21,7 @@ def _split(count: int, groups: int) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def concatenate(results: Sequence[SearchResult]) -> SearchResult:
+def concatenate(results: Sequence[BatchSearchResult]) -> BatchSearchResult:
     """One result for all groups, root columns padded to the widest group."""
     width = max(r.edge_moves.shape[1] for r in results)
 
@@ -29,7 +29,7 @@ def concatenate(results: Sequence[SearchResult]) -> SearchResult:
         return np.concatenate([np.pad(getattr(r, name), ((0, 0), (0, width - getattr(r, name).shape[1])))
                                for r in results])
 
-    return SearchResult(
+    return BatchSearchResult(
         moves=np.concatenate([r.moves for r in results]),
         edge_moves=pad("edge_moves"), labels=pad("labels"),
         num_edges=np.concatenate([r.num_edges for r in results]),
@@ -67,7 +67,7 @@ class ThreadedSearch:
         return self.searches[0].num_simulations
 
     def run(self, boards: Sequence[cshogi.Board], plies: np.ndarray, rngs: Sequence[np.random.Generator],
-            **kwargs) -> SearchResult:
+            **kwargs) -> BatchSearchResult:
         """The groups' searches of their slices of the actors; keyword arguments given per actor
         (sample, simulations: arrays of length A) are sliced too, the others passed as they are."""
         num = self.slices[-1].stop
