@@ -79,10 +79,10 @@ class FunctionEvaluator:
     with the logits of the legal moves, as every evaluator does."""
 
     def __init__(self, fn):
-        from azshogi.shogi.network_io import EvalStats
+        from azshogi.shogi.network_io import EvaluatorTotals
 
         self.fn = fn
-        self.stats = EvalStats()
+        self.stats = EvaluatorTotals()
 
     def allocate(self, rows):
         from azshogi.shogi.network_io import LeafBatch

@@ -35,10 +35,31 @@ def test_end_to_end_two_checkpoints(tiny_config, tmp_path, workers):
     for prefix in ("train/", "selfplay/", "perf/"):
         assert any(t.startswith(prefix) for t in tags), prefix
     assert {"train/policy_loss", "selfplay/sample_reuse", "perf/selfplay_positions_per_s"} <= tags
+    assert_phase_figures_agree(tmp_path / "logs" / "t", counters, cfg.selfplay.num_actors)
     assert list((tmp_path / "logs" / "t" / "games").glob("*.kif"))
     state = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")
     assert state["config"]["model"]["channels"] == 16
     assert len(games_in_progress(state)) == 6  # the games in progress are in the checkpoint
+
+
+def assert_phase_figures_agree(log_dir: Path, counters, actors: int) -> None:
+    """Each checkpoint's self-play figures (train/phases.py) agree with each other and, summed,
+    with the run's counters: every move a training position here (no playout caps), so a
+    phase's mean game length is its positions per game; forward passes of 1 to `actors`
+    positions; a cheap-move share of 0."""
+    acc = EventAccumulator(str(log_dir))
+    acc.Reload()
+
+    def values(tag):
+        return [e.value for e in sorted(acc.Scalars(tag), key=lambda e: e.step)]
+
+    games, positions = values("selfplay/games"), values("selfplay/positions")
+    assert sum(games) == counters.games and sum(positions) == counters.positions
+    for length, g, p in zip(values("selfplay/mean_game_length"), games, positions):
+        assert length == pytest.approx(p / g)
+    assert all(1 <= b <= actors for b in values("perf/mean_batch_size"))
+    assert all(v > 0 for v in values("perf/nn_evals_per_s") + values("perf/seconds_inference"))
+    assert values("selfplay/cheap_move_share") == [0.0] * counters.checkpoints
 
 
 def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):

@@ -9,8 +9,8 @@ import torch
 from azshogi.config import Config
 from azshogi.train import monitor
 from azshogi.train.loop import cpu_hint
-from azshogi.train.monitor import SelfPlayCount, SelfPlayProgress
-from azshogi.train.phases import PhaseClock
+from azshogi.train.monitor import SelfPlayProgress
+from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats
 
 
 class FakeClock:
@@ -73,16 +73,16 @@ def test_the_bar_moves_with_every_move_and_shows_one_rate():
     bar = progress(clock, writer)
     assert bar.share() == 0 and bar.text().startswith("0 moves, 0 moves/s")
     clock.advance(2)
-    bar.update(SelfPlayCount(moves=16))  # two moves of 8 games, no game finished yet
+    bar.update(SelfPlayPhaseStats(moves=16))  # two moves of 8 games, no game finished yet
     assert 0 < bar.share() < 0.02
     assert bar.text() == "16 moves, 8 moves/s | 0/1,000 positions | 0 games done, 8 playing | 00:02"
     assert bar.bar.n == int(1000 * bar.share())
     clock.advance(2)
-    bar.update(SelfPlayCount(moves=40, positions=24, games=1, game_moves=24))
+    bar.update(SelfPlayPhaseStats(moves=40, positions=24, games=1, game_moves=24))
     # Once a game has finished, the time left: (1000 - 24) positions at 10 moves/s.
     assert bar.text().endswith("1 games done, 8 playing | 00:04, ~01:37 left")
     assert "pos_s" not in bar.text() and bar.text().count("/s") == 1
-    bar.update(SelfPlayCount(moves=1200, positions=1000, games=40, game_moves=1000))
+    bar.update(SelfPlayPhaseStats(moves=1200, positions=1000, games=40, game_moves=1000))
     assert bar.share() == 1.0
 
 
@@ -90,7 +90,7 @@ def test_a_later_phase_shows_the_time_left_from_the_start():
     clock = FakeClock()
     bar = progress(clock, FakeWriter(), eta_now=True)
     clock.advance(1)
-    bar.update(SelfPlayCount(moves=10))
+    bar.update(SelfPlayPhaseStats(moves=10))
     assert bar.text().endswith("00:01, ~01:40 left")
 
 
@@ -100,7 +100,7 @@ def test_with_playout_caps_the_moves_still_needed_count_the_cheap_ones():
     bar = SelfPlayProgress("self-play → checkpoint 1", 1000, 8, (1, 100), True, FakeWriter(), [].append,
                            show=False, quiet_lines=False, clock=clock, moves_per_position=2.0)
     clock.advance(1)
-    bar.update(SelfPlayCount(moves=10))
+    bar.update(SelfPlayPhaseStats(moves=10))
     assert bar.text().endswith("00:01, ~03:20 left") and bar.share() == pytest.approx(10 / 2010)
 
 
@@ -109,7 +109,7 @@ def test_live_scalars_come_every_interval_at_steps_within_the_phase():
     bar = progress(clock, writer)
     for second in range(1, 95):
         clock.advance(1)
-        bar.update(SelfPlayCount(moves=8 * second, positions=4 * second, games=second // 10,
+        bar.update(SelfPlayPhaseStats(moves=8 * second, positions=4 * second, games=second // 10,
                                  game_moves=40 * (second // 10)))
     steps = sorted({step for _, _, step in writer.points})
     assert len(steps) == 3 and all(1 <= s <= 100 for s in steps)  # at 30, 60 and 90 s
@@ -126,7 +126,7 @@ def test_without_a_terminal_progress_goes_to_the_log(monkeypatch):
     bar = progress(clock, FakeWriter(), lines=lines)
     for _ in range(25):
         clock.advance(1)
-        bar.update(SelfPlayCount(moves=80))
+        bar.update(SelfPlayPhaseStats(moves=80))
     assert len(lines) == 2 and lines[0].startswith("self-play → checkpoint 1: 7% | 80 moves, 8 moves/s")
 
 

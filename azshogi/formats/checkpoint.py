@@ -12,7 +12,7 @@ Format 2 (this version), a dict of plain values and tensors, in three parts:
     the run state (train/run_state.py: `RUN_STATE`, what the loop and pretraining share):
     model       the network's state_dict
     trainer     optimizer, loss scaler, step counts (train/trainer.py)
-    counters    the run's counters (train/run_state.Counters)
+    counters    the run's counters (train/run_state.RunCounters)
     rng         {"python", "numpy_train", "torch", "cuda"}: the random streams training draws from
     config      the run's settings, plain (config.to_plain): the network is rebuilt from them
     the replay window:

@@ -12,7 +12,7 @@ import torch
 from azshogi.config import ConfigError
 from azshogi.nn.inference import InferenceNet
 from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, InstantNetwork, LeafNetwork
-from azshogi.shogi.network_io import EvalStats, LeafBatch
+from azshogi.shogi.network_io import EvaluatorTotals, LeafBatch
 
 
 def resolve_device(name: str) -> torch.device:
@@ -60,7 +60,7 @@ class LocalEvaluator:
         self.net = InferenceNet(model, device, dtype, max_batch=max_batch, **inference_options)
         network = InstantNetwork(device, dtype) if instant else LeafNetwork(self.net, max_batch)
         self.runner = DeviceRunner(network, device)
-        self.stats = EvalStats()
+        self.stats = EvaluatorTotals()
         self.lock = threading.Lock()  # search threads take turns on the network
         self._spare: Optional[HostBuffers] = None  # for batches allocated elsewhere
 

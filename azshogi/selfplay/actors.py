@@ -94,7 +94,8 @@ class SelfPlay:
         self.min_policy_prob, self.playout_cap = min_policy_prob, playout_cap
         self.next_game_id, self.game_id_step = first_game_id, game_id_step
         self.actors = [self._new_actor() for _ in range(num_actors)]
-        self.cheap_moves = 0  # moves searched cheaply (not recorded) by this object, a running total
+        self.moves = 0  # moves played by this object's games (one per actor per step), a running total
+        self.cheap_moves = 0  # of which: searched cheaply (not recorded)
 
     def _new_actor(self) -> Actor:
         actor = Actor(self.next_game_id, game_rng(self.seed, self.next_game_id))
@@ -121,6 +122,7 @@ class SelfPlay:
             kwargs["simulations"] = np.where(full, most, min(self.playout_cap.cheap_simulations, most))
             self.cheap_moves += int((~full).sum())
         result = self.search.run(boards, plies, [a.rng for a in actors], **kwargs)
+        self.moves += len(actors)
         finished = []
         for i, actor in enumerate(actors):
             if full[i]:

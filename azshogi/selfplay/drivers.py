@@ -1,31 +1,48 @@
-"""How the loop runs self-play: the `SelfPlayDriver` interface, its counters, and the in-process
-driver. `InProcessSelfPlay` steps one SelfPlay in the main process; `WorkerSelfPlay`
-(workers.py) runs SelfPlays in worker processes around one inference server."""
+"""How the loop runs self-play: the `SelfPlayDriver` interface, what it counts (`SelfPlayTotals`),
+and the in-process driver. `InProcessSelfPlay` steps one SelfPlay in the main process;
+`WorkerSelfPlay` (workers.py) runs SelfPlays in worker processes around one inference server."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Iterator, Protocol
 
 from azshogi.selfplay.actors import FinishedGame, SelfPlay
+from azshogi.shogi.network_io import EvaluatorTotals
 
 
 @dataclass
-class PlayCounters:
-    """Running totals of a driver; the difference of two snapshots describes a window.
+class SelfPlayTotals:
+    """What self-play has done since its driver started, as running totals; the difference of two
+    snapshots describes a window (the loop's self-play phase). Moves and seconds are summed over
+    the processes that search (the main process, or every worker); `network` counts the forward
+    passes of the run's one model (in process: the evaluator's; with workers: the inference
+    server's)."""
 
-    Simulator times are summed over the processes that search (1, or one per worker)."""
-
-    moves: int = 0  # positions searched (moves played), games still in progress included
+    moves: int = 0  # moves played (positions searched) by every game, those in progress included
     cheap_moves: int = 0  # of which: searched cheaply, no training position (playout caps)
-    nn_calls: int = 0  # forward passes (in the main process)
-    nn_positions: int = 0
-    nn_seconds: float = 0.0
+    network: EvaluatorTotals = field(default_factory=EvaluatorTotals)  # forward passes: calls, positions, s
     simulator_seconds: float = 0.0  # inside the searches, waiting for evaluations included
     leaf_seconds: float = 0.0  # of which: rules, legal moves and features at the leaves
     wait_seconds: float = 0.0  # of which: waiting for evaluations (in process: the forward passes)
 
-    def __sub__(self, other: "PlayCounters") -> "PlayCounters":
-        return PlayCounters(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+    def __sub__(self, other: "SelfPlayTotals") -> "SelfPlayTotals":
+        return SelfPlayTotals(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+    def __add__(self, other: "SelfPlayTotals") -> "SelfPlayTotals":
+        return SelfPlayTotals(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    @property
+    def search_seconds(self) -> float:
+        """Seconds in the searches' own work: the simulator's, less its waits for evaluations."""
+        return self.simulator_seconds - self.wait_seconds
+
+
+def totals_of(selfplay: SelfPlay) -> SelfPlayTotals:
+    """One SelfPlay's totals now (in a worker: `network` is its client's view, the waits)."""
+    simulator = selfplay.search.simulator
+    network = replace(simulator.evaluator.stats)
+    return SelfPlayTotals(selfplay.moves, selfplay.cheap_moves, network, simulator.seconds, simulator.leaf_seconds,
+                          network.seconds)
 
 
 class SelfPlayDriver(Protocol):
@@ -36,7 +53,7 @@ class SelfPlayDriver(Protocol):
         when the iterator is exhausted, every game in progress is paused between two moves."""
         ...
 
-    def counters(self) -> PlayCounters: ...
+    def counters(self) -> SelfPlayTotals: ...
 
     def state_dict(self) -> dict:
         """The games in progress (SelfPlay.state_dict's format), while paused."""
@@ -54,19 +71,13 @@ class InProcessSelfPlay:
 
     def __init__(self, selfplay: SelfPlay):
         self.selfplay = selfplay
-        self.simulator = selfplay.search.simulator
-        self.moves = 0
 
     def play(self, until: Callable[[], bool]) -> Iterator[FinishedGame]:
         while not until():
-            finished = self.selfplay.step()
-            self.moves += len(self.selfplay.actors)
-            yield from finished
+            yield from self.selfplay.step()
 
-    def counters(self) -> PlayCounters:
-        ev, sim = self.simulator.evaluator.stats, self.simulator
-        return PlayCounters(self.moves, self.selfplay.cheap_moves, ev.calls, ev.positions, ev.seconds, sim.seconds,
-                            sim.leaf_seconds, ev.seconds)
+    def counters(self) -> SelfPlayTotals:
+        return totals_of(self.selfplay)
 
     def state_dict(self) -> dict:
         return self.selfplay.state_dict()

@@ -36,7 +36,7 @@ import numpy as np
 
 from azshogi.nn.leaf_network import wire_name
 from azshogi.shogi import features
-from azshogi.shogi.network_io import WIRE_BYTES, EvalStats, LeafBatch, to_float32
+from azshogi.shogi.network_io import WIRE_BYTES, EvaluatorTotals, LeafBatch, to_float32
 
 SHM_PREFIX = "azshogi_"
 _ALIGN = 64
@@ -164,7 +164,7 @@ class ClientEvaluator:
         self.labels, self.win_probability = self.block.labels[labels], self.block.win_probability[rows]
         self.logits = self.block.logits[labels.start * 4:labels.stop * 4]  # room for float32 wire values
         self.poll_seconds = poll_seconds
-        self.stats = EvalStats()  # seconds: waiting for answers, forward passes included
+        self.stats = EvaluatorTotals()  # seconds: waiting for answers, forward passes included
 
     def allocate(self, rows: int) -> LeafBatch:
         if rows > self.rows:
@@ -444,7 +444,7 @@ class InferenceServer:
             self.evaluator.stats.add(job.rows, time.perf_counter() - job.started)
 
     @property
-    def stats(self) -> EvalStats:
+    def stats(self) -> EvaluatorTotals:
         return self.evaluator.stats
 
     def close(self) -> None:

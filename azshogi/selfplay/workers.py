@@ -11,7 +11,7 @@ waits for their answers:
                      ("load", state)   replace your games in progress
                      ("stop",)         exit
     worker -> main   ("ready",)        started
-                     ("stepped", finished games, moves, cheap moves, simulator s, leaf s, wait s)
+                     ("stepped", finished games, SelfPlayTotals of the move)
                      ("state", state) / ("loaded",)
                      ("error", traceback)   then it exits
 
@@ -42,12 +42,13 @@ import sys
 import time
 import traceback
 import weakref
+from dataclasses import replace
 from typing import Callable, Iterator, Optional
 
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import FinishedGame, PlayoutCap
-from azshogi.selfplay.drivers import PlayCounters
+from azshogi.selfplay.drivers import SelfPlayTotals, totals_of
 from azshogi.selfplay.server import (
     ClientHandle,
     ClientLost,
@@ -89,16 +90,13 @@ def worker_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
         search = make_search(search_config, client, rules, num_actors)
         selfplay = SelfPlay(search, rules, num_actors, seed, min_policy_prob, first_game_id, game_id_step,
                             playout_cap)
-        sim = search.simulator
         client.send(("ready",))
         while True:
             command = client.receive()
             if command[0] == "step":
-                before = (selfplay.cheap_moves, sim.seconds, sim.leaf_seconds, client.stats.seconds)
+                before = totals_of(selfplay)
                 finished = selfplay.step()
-                client.send(("stepped", finished, len(selfplay.actors), selfplay.cheap_moves - before[0],
-                             sim.seconds - before[1], sim.leaf_seconds - before[2],
-                             client.stats.seconds - before[3]))
+                client.send(("stepped", finished, totals_of(selfplay) - before))
             elif command[0] == "state":
                 client.send(("state", selfplay.state_dict()))
             elif command[0] == "load":
@@ -179,7 +177,7 @@ class WorkerSelfPlay:
         self._pending_state: Optional[dict] = None
         self._finalizer = None
         self._closed = False
-        self._totals = PlayCounters()  # the workers' part: moves and simulator times
+        self._totals = SelfPlayTotals()  # the workers' moves and times (their `network`: their clients' waits)
 
     # --- the driver interface ---
 
@@ -193,25 +191,19 @@ class WorkerSelfPlay:
             for w, message in self._pump(_POLL_S):
                 if message[0] != "stepped":
                     raise WorkerError(f"self-play worker {w} sent {message[0]!r} during a move")
-                _, finished, moves, cheap_moves, simulator_s, leaf_s, wait_s = message
+                _, finished, move = message
                 self.active.discard(w)
                 self.idle.add(w)
-                t = self._totals
-                t.moves += moves
-                t.cheap_moves += cheap_moves
-                t.simulator_seconds += simulator_s
-                t.leaf_seconds += leaf_s
-                t.wait_seconds += wait_s
+                self._totals += move
                 yield from finished
                 stopping = stopping or until()
                 if not stopping:
                     self._command(w, ("step",))
             stopping = stopping or until()
 
-    def counters(self) -> PlayCounters:
-        ev, t = self.evaluator.stats, self._totals
-        return PlayCounters(t.moves, t.cheap_moves, ev.calls, ev.positions, ev.seconds, t.simulator_seconds,
-                            t.leaf_seconds, t.wait_seconds)
+    def counters(self) -> SelfPlayTotals:
+        """The workers' totals; `network`: the forward passes of this process's one model."""
+        return replace(self._totals, network=replace(self.evaluator.stats))
 
     def state_dict(self) -> dict:
         """All workers' games in progress, in worker order (workers must be paused)."""

@@ -1,6 +1,7 @@
 """The network's side of a search: positions as the network's input (`LeafBatch`), and what an
-evaluator answers (`Evaluator`, `EvalStats`). Search code (search/) fills a batch and asks an
-evaluator; nn/ and selfplay/ implement evaluators. numpy and shogi/features.py only, no torch.
+evaluator answers (`Evaluator`, with the `EvaluatorTotals` it keeps). Search code (search/) fills
+a batch and asks an evaluator; nn/ and selfplay/ implement evaluators. numpy and
+shogi/features.py only, no torch.
 
 A search adds its leaves (board and legal moves) row by row; `seal()` then writes what the
 evaluator reads, compactly:
@@ -19,7 +20,7 @@ this process only, into `features1`/`features2`.
 
 Logits may travel in the network's own 16-bit dtype (bf16 or fp16 autocast computes them in it,
 so nothing is lost); `to_float32` turns such raw values into what the search uses. Every
-evaluator counts its calls, positions and seconds (`EvalStats`) for `perf/` figures.
+evaluator counts its calls, positions and seconds (`EvaluatorTotals`) for `perf/` figures.
 """
 from __future__ import annotations
 
@@ -100,22 +101,34 @@ class LeafBatch:
 
 
 @dataclass
-class EvalStats:
+class EvaluatorTotals:
+    """An evaluator's running totals since it was made; the difference of two snapshots
+    describes a window.
+
+    calls: batches evaluated. positions: the leaves in them. seconds: from each call's start to
+    its answer (a forward pass; for a client of the inference server, the wait for it)."""
+
     calls: int = 0
     positions: int = 0
     seconds: float = 0.0
 
-    def reset(self) -> None:
-        self.calls, self.positions, self.seconds = 0, 0, 0.0
-
     def add(self, positions: int, seconds: float) -> None:
+        """One batch of `positions` leaves, answered in `seconds`."""
         self.calls += 1
         self.positions += positions
         self.seconds += seconds
 
+    def __sub__(self, other: "EvaluatorTotals") -> "EvaluatorTotals":
+        return EvaluatorTotals(self.calls - other.calls, self.positions - other.positions,
+                               self.seconds - other.seconds)
+
+    def __add__(self, other: "EvaluatorTotals") -> "EvaluatorTotals":
+        return EvaluatorTotals(self.calls + other.calls, self.positions + other.positions,
+                               self.seconds + other.seconds)
+
 
 class Evaluator(Protocol):
-    stats: EvalStats
+    stats: EvaluatorTotals
 
     def evaluate(self, batch: LeafBatch) -> tuple[np.ndarray, np.ndarray]:
         """A sealed batch of B leaves with L legal moves in all -> the policy logits of those

@@ -100,14 +100,14 @@ def selfplay_window(driver, seconds: float) -> dict:
     inference, leaves, in_search = done.wait_seconds / n, done.leaf_seconds / n, done.simulator_seconds / n
     return {
         "positions_per_s": done.moves / wall,
-        "nn_evals_per_s": done.nn_positions / wall,
+        "nn_evals_per_s": done.network.positions / wall,
         "wall": wall,
         "inference": inference,
         "features": leaves,
         "search": in_search - inference - leaves,
         "other": wall - in_search,
-        "nn_calls": done.nn_calls,
-        "nn_positions": done.nn_positions,
+        "nn_calls": done.network.calls,
+        "nn_positions": done.network.positions,
     }
 
 

@@ -41,19 +41,10 @@ from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
 from azshogi.selfplay.workers import WorkerSelfPlay
 from azshogi.shogi.rules import rules_of
-from azshogi.train.monitor import (
-    Monitor,
-    SelfPlayCount,
-    SelfPlayStats,
-    Timer,
-    TrainStats,
-    log,
-    say_soon,
-    setup_logging,
-)
-from azshogi.train.phases import PhaseClock
+from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
+from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
-from azshogi.train.run_state import Counters, RunState
+from azshogi.train.run_state import RunCounters, RunState
 from azshogi.train.trainer import Trainer
 
 
@@ -150,7 +141,7 @@ class Loop:
         return self.run_state.trainer
 
     @property
-    def counters(self) -> Counters:
+    def counters(self) -> RunCounters:
         return self.run_state.counters
 
     @property
@@ -209,7 +200,7 @@ class Loop:
         limit = self.cfg.loop.max_checkpoints
         return self.stop_requested or (limit > 0 and self.counters.checkpoints >= limit)
 
-    def run(self) -> Counters:
+    def run(self) -> RunCounters:
         previous = self._install_signal_handlers()
         handler = None
         self.clock = PhaseClock()  # the first checkpoint line's wall time starts here
@@ -228,7 +219,7 @@ class Loop:
             if self.evaluation_due():  # the evaluation of the checkpoint resumed from was interrupted
                 self.evaluate()
             while not self.done():
-                selfplay_stats = SelfPlayStats()
+                selfplay_stats = SelfPlayPhaseStats()
                 if not c.in_training:
                     self.selfplay_phase(selfplay_stats)  # 1
                     if self.stop_requested:
@@ -272,7 +263,7 @@ class Loop:
         if seeded:
             self.monitor.say(seeded)
 
-    def selfplay_phase(self, stats: SelfPlayStats) -> None:
+    def selfplay_phase(self, stats: SelfPlayPhaseStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
         start = self.selfplay.counters()
@@ -281,13 +272,13 @@ class Loop:
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
             (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
             moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob))
-        count = SelfPlayCount(positions=c.positions_since_checkpoint)
+        stats.positions = stats.positions_before = c.positions_since_checkpoint
         reached = False
 
         def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
             nonlocal reached
-            count.moves = self.selfplay.counters().moves - start.moves
-            progress.update(count)
+            stats.moves = self.selfplay.counters().moves - start.moves
+            progress.update(stats)
             stop = c.positions_since_checkpoint >= target or self.stop_requested
             if stop and not reached:
                 reached = True
@@ -303,18 +294,14 @@ class Loop:
                     c.positions += positions
                     c.positions_since_checkpoint += positions
                     stats.add_game(game.length, positions, game.termination, game.winner)
-                    count.positions, count.games = c.positions_since_checkpoint, stats.games
-                    count.game_moves += game.length
                     with self.clock.phase("records"):
                         self.write_records(game, stats.games)
-            progress.update(count, force=True)
+            progress.update(stats, force=True)
         finally:
             progress.close()
         stats.seconds = timer.elapsed()
-        done = self.selfplay.counters() - start
-        stats.moves_played, stats.cheap_moves = done.moves, done.cheap_moves
-        stats.nn_calls, stats.nn_positions, stats.nn_seconds = done.nn_calls, done.nn_positions, done.nn_seconds
-        stats.search_seconds = done.simulator_seconds - done.wait_seconds  # summed over workers
+        stats.play = self.selfplay.counters() - start  # times summed over workers
+        stats.moves = stats.play.moves  # workers' moves in flight at the end included
 
     def write_records(self, game, games_in_phase: int) -> None:
         """hcpe3 (at the next checkpoint) and, for the first games of a phase, KIF."""
@@ -325,8 +312,8 @@ class Loop:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_kif(path, game.moves, game.termination, ("azshogi", "azshogi"))
 
-    def train_phase(self) -> TrainStats:
-        cfg, c, stats = self.cfg, self.counters, TrainStats()
+    def train_phase(self) -> TrainPhaseStats:
+        cfg, c, stats = self.cfg, self.counters, TrainPhaseStats()
         steps = cfg.loop.steps_per_checkpoint
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
@@ -345,7 +332,7 @@ class Loop:
         self.monitor.close_bar()
         return stats
 
-    def finish_checkpoint(self, sp: SelfPlayStats, tr: TrainStats) -> None:
+    def finish_checkpoint(self, sp: SelfPlayPhaseStats, tr: TrainPhaseStats) -> None:
         cfg, c = self.cfg, self.counters
         phase_positions = max(1, c.positions_since_checkpoint)
         phase_reuse = c.phase_steps * cfg.train.batch_size / phase_positions
@@ -358,14 +345,13 @@ class Loop:
         c.wall_seconds += times.wall
         self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse,
                                 times)
-        mean_len = sum(sp.lengths) / len(sp.lengths) if sp.lengths else float("nan")
-        rate = sp.moves_played / sp.seconds if sp.seconds else float("nan")
+        rate = sp.moves / sp.seconds if sp.seconds else float("nan")
         g = max(1, sp.games)
-        cheap = f" ({sp.cheap_moves / sp.moves_played:.0%} cheap)" if sp.cheap_moves else ""
+        cheap = f" ({sp.play.cheap_moves / sp.moves:.0%} cheap)" if sp.play.cheap_moves else ""
         self.monitor.say(
             f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
-            f"{mean_len:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
-            f"loss policy {tr.mean(tr.policy_loss):.3f} value {tr.mean(tr.value_loss):.3f} | "
+            f"{sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
+            f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f} | "
             f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}")
 
     # --- evaluation (play/gauntlet.py): matches against anchors, TensorBoard eval/ ---
@@ -438,6 +424,6 @@ def cpu_hint(cfg: Config, device: torch.device) -> Optional[str]:
             f"azshogi +experiment=cpu")
 
 
-def train(cfg: Config, show_progress: bool = True) -> Counters:
+def train(cfg: Config, show_progress: bool = True) -> RunCounters:
     """Runs (or resumes) the loop described by `cfg`; returns the final counters."""
     return Loop(cfg, show_progress).run()

@@ -9,21 +9,19 @@ appear within a minute of any run.
 """
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from tqdm import tqdm
 
 from azshogi.shogi.rules import Termination
-from azshogi.train.phases import PhaseTimes
+from azshogi.train.phases import PhaseTimes, SelfPlayPhaseStats, TrainPhaseStats
 
 PHASE_TAGS = {"train": "training"}  # perf/seconds_<tag>; the training tag predates the others
 
@@ -65,60 +63,6 @@ def say_soon(line: str) -> None:
     """`say` from a signal handler, at once: a short-lived thread writes the line, since the
     handler may have interrupted its own thread in the middle of writing to the console."""
     threading.Thread(target=say, args=(line,), name="azshogi-say", daemon=True).start()
-
-
-@dataclass
-class SelfPlayStats:
-    """Figures of one self-play phase."""
-
-    games: int = 0
-    positions: int = 0  # training positions of the finished games (with playout caps: fewer than moves)
-    lengths: list = field(default_factory=list)  # moves per game
-    terminations: collections.Counter = field(default_factory=collections.Counter)
-    black_wins: int = 0
-    white_wins: int = 0
-    draws: int = 0
-    seconds: float = 0.0
-    moves_played: int = 0  # positions searched, including games still in progress
-    cheap_moves: int = 0  # of which: cheap searches (playout caps), not recorded
-    nn_calls: int = 0
-    nn_positions: int = 0
-    nn_seconds: float = 0.0
-    search_seconds: float = 0.0
-
-    def add_game(self, length: int, positions: int, termination: Termination, winner: Optional[int]) -> None:
-        """A finished game of `length` moves, `positions` of them training positions."""
-        self.games += 1
-        self.positions += positions
-        self.lengths.append(length)
-        self.terminations[termination] += 1
-        if winner is None:
-            self.draws += 1
-        elif winner == 0:
-            self.black_wins += 1
-        else:
-            self.white_wins += 1
-
-
-@dataclass
-class TrainStats:
-    steps: int = 0
-    skipped: int = 0
-    policy_loss: float = 0.0
-    value_loss: float = 0.0
-    seconds: float = 0.0
-
-    def add(self, metrics) -> None:
-        self.steps += 1
-        if metrics.skipped:
-            self.skipped += 1
-            return
-        self.policy_loss += metrics.policy_loss
-        self.value_loss += metrics.value_loss
-
-    def mean(self, total: float) -> float:
-        done = self.steps - self.skipped
-        return total / done if done else float("nan")
 
 
 class Monitor:
@@ -193,12 +137,12 @@ class Monitor:
         w.add_scalar("train/learning_rate", metrics.lr, step)
         w.add_scalar("train/skipped_steps", skipped_total, step)
 
-    def checkpoint(self, step: int, sp: SelfPlayStats, tr: TrainStats, replay_size: int,
+    def checkpoint(self, step: int, sp: SelfPlayPhaseStats, tr: TrainPhaseStats, replay_size: int,
                    total_positions: int, sample_reuse: float, phase_reuse: float, times: PhaseTimes) -> None:
         w = self.writer
         w.add_scalar("selfplay/games", sp.games, step)
-        if sp.lengths:
-            w.add_scalar("selfplay/mean_game_length", sum(sp.lengths) / len(sp.lengths), step)
+        if sp.games:
+            w.add_scalar("selfplay/mean_game_length", sp.mean_length, step)
         for t in Termination:
             w.add_scalar(f"selfplay/termination/{t.name.lower()}", sp.terminations.get(t, 0), step)
             if sp.games:  # the mix as shares of the phase's games: a draw collapse shows at once
@@ -208,24 +152,24 @@ class Monitor:
             w.add_scalar("selfplay/black_win_rate", sp.black_wins / sp.games, step)
             w.add_scalar("selfplay/white_win_rate", sp.white_wins / sp.games, step)
             w.add_scalar("selfplay/draw_rate", sp.draws / sp.games, step)
-        w.add_scalar("selfplay/positions", sp.positions, step)
-        if sp.moves_played:  # playout caps: the share of moves searched cheaply (0 when off)
-            w.add_scalar("selfplay/cheap_move_share", sp.cheap_moves / sp.moves_played, step)
+        w.add_scalar("selfplay/positions", sp.new_positions, step)
+        if sp.moves:  # playout caps: the share of moves searched cheaply (0 when off)
+            w.add_scalar("selfplay/cheap_move_share", sp.play.cheap_moves / sp.moves, step)
         w.add_scalar("selfplay/positions_total", total_positions, step)
         w.add_scalar("selfplay/replay_size", replay_size, step)
         w.add_scalar("selfplay/sample_reuse", sample_reuse, step)
         w.add_scalar("selfplay/sample_reuse_phase", phase_reuse, step)
         if sp.seconds > 0:
-            w.add_scalar("perf/selfplay_positions_per_s", sp.moves_played / sp.seconds, step)
-            w.add_scalar("perf/nn_evals_per_s", sp.nn_positions / sp.seconds, step)
-        if sp.nn_calls:
-            w.add_scalar("perf/mean_batch_size", sp.nn_positions / sp.nn_calls, step)
+            w.add_scalar("perf/selfplay_positions_per_s", sp.moves / sp.seconds, step)
+            w.add_scalar("perf/nn_evals_per_s", sp.play.network.positions / sp.seconds, step)
+        if sp.play.network.calls:
+            w.add_scalar("perf/mean_batch_size", sp.play.network.positions / sp.play.network.calls, step)
         for phase, seconds in times.items():  # where the wall time since the previous checkpoint went
             w.add_scalar(f"perf/seconds_{PHASE_TAGS.get(phase, phase)}", seconds, step)
         w.add_scalar("perf/seconds_wall", times.wall, step)
         w.add_scalar("perf/selfplay_share", times.share("selfplay"), step)
-        w.add_scalar("perf/seconds_search", sp.search_seconds, step)
-        w.add_scalar("perf/seconds_inference", sp.nn_seconds, step)
+        w.add_scalar("perf/seconds_search", sp.play.search_seconds, step)
+        w.add_scalar("perf/seconds_inference", sp.play.network.seconds, step)
         if tr.seconds > 0:
             w.add_scalar("perf/train_steps_per_s", tr.steps / tr.seconds, step)
         w.flush()
@@ -233,16 +177,6 @@ class Monitor:
     def close(self) -> None:
         self.close_bar()
         self.writer.close()
-
-
-@dataclass
-class SelfPlayCount:
-    """A self-play phase so far."""
-
-    moves: int = 0  # moves played (by every game in flight) since the phase started or resumed
-    positions: int = 0  # positions of finished games towards the phase's target
-    games: int = 0  # games finished
-    game_moves: int = 0  # their moves in all
 
 
 class SelfPlayProgress:
@@ -265,7 +199,7 @@ class SelfPlayProgress:
         self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
         self.start = self.last_refresh = self.last_line = clock()
         self.last_live = (self.start, 0)  # time and moves at the last live point
-        self.count = SelfPlayCount()
+        self.count = SelfPlayPhaseStats()
         self.bar = tqdm(total=1000, desc=description, leave=False, disable=not show, dynamic_ncols=True,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}|")
         self._lock = threading.Lock()
@@ -305,7 +239,7 @@ class SelfPlayProgress:
             when += f", ~{tqdm.format_interval(self.moves_needed() / rate)} left"
         return " | ".join(parts) + f" | {when}"
 
-    def update(self, count: SelfPlayCount, force: bool = False) -> None:
+    def update(self, count: SelfPlayPhaseStats, force: bool = False) -> None:
         self.count = count
         now = self.clock()
         if force or now - self.last_refresh >= BAR_REFRESH_SECONDS:

@@ -1,4 +1,6 @@
-"""Where a run's wall time goes: the seconds of each phase between two checkpoint lines.
+"""A phase's figures: what a self-play phase did (`SelfPlayPhaseStats`), what a training phase
+did (`TrainPhaseStats`), and where the wall time between two checkpoint lines went (`PhaseClock`,
+`PhaseTimes`), phase by phase:
 
     selfplay    games searched and played, finished games into the replay buffer
     pause       pausing and resuming self-play: the moves in flight when a phase's target is
@@ -15,14 +17,96 @@ A phase entered inside another pauses the outer one, so the phases never overlap
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+from azshogi.selfplay.drivers import SelfPlayTotals
+from azshogi.shogi.rules import Termination
 
 PHASES = ("selfplay", "pause", "train", "checkpoint", "eval", "records")
 LABELS = {"selfplay": "self-play", "pause": "pause/resume", "train": "train", "checkpoint": "checkpoint",
           "eval": "eval", "records": "records", "other": "other"}
+
+
+@dataclass
+class SelfPlayPhaseStats:
+    """What a self-play phase has done so far: the progress bar shows it as it grows, the
+    checkpoint line and TensorBoard at the phase's end. A phase resumed from a checkpoint counts
+    its positions from the phase's start (`positions_before` of them made before the resume), and
+    everything else from the resume."""
+
+    moves: int = 0  # moves played by every game in flight (positions searched)
+    positions: int = 0  # training positions of the finished games, toward the phase's target
+    positions_before: int = 0  # of which: made before this session resumed the phase
+    games: int = 0  # games finished
+    game_moves: int = 0  # their moves in all
+    terminations: collections.Counter = field(default_factory=collections.Counter)  # games by how they ended
+    black_wins: int = 0
+    white_wins: int = 0
+    draws: int = 0
+    seconds: float = 0.0  # the phase's wall time
+    # The driver's totals over the phase, at its end (cheap moves, forward passes, search seconds;
+    # its `moves` are `moves`).
+    play: SelfPlayTotals = field(default_factory=SelfPlayTotals)
+
+    def add_game(self, length: int, positions: int, termination: Termination, winner: Optional[int]) -> None:
+        """A finished game of `length` moves, `positions` of them training positions."""
+        self.games += 1
+        self.game_moves += length
+        self.positions += positions
+        self.terminations[termination] += 1
+        if winner is None:
+            self.draws += 1
+        elif winner == 0:
+            self.black_wins += 1
+        else:
+            self.white_wins += 1
+
+    @property
+    def new_positions(self) -> int:
+        """The training positions of this session's part of the phase."""
+        return self.positions - self.positions_before
+
+    @property
+    def mean_length(self) -> float:
+        """Moves per finished game (nan before the first)."""
+        return self.game_moves / self.games if self.games else float("nan")
+
+
+@dataclass
+class TrainPhaseStats:
+    """What a training phase did in this session: optimizer steps (`skipped` of them not applied,
+    their loss not finite), the losses of the applied ones summed, and the wall time."""
+
+    steps: int = 0
+    skipped: int = 0
+    policy_loss_sum: float = 0.0
+    value_loss_sum: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, metrics) -> None:
+        """One step's trainer.StepMetrics."""
+        self.steps += 1
+        if metrics.skipped:
+            self.skipped += 1
+            return
+        self.policy_loss_sum += metrics.policy_loss
+        self.value_loss_sum += metrics.value_loss
+
+    @property
+    def mean_policy_loss(self) -> float:
+        return self._mean(self.policy_loss_sum)
+
+    @property
+    def mean_value_loss(self) -> float:
+        return self._mean(self.value_loss_sum)
+
+    def _mean(self, total: float) -> float:
+        done = self.steps - self.skipped
+        return total / done if done else float("nan")
 
 
 @dataclass

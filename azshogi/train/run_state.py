@@ -2,7 +2,7 @@
 
     model       the network (built from cfg.model on the run's device)
     trainer     its optimizer, loss scaler and step counts (trainer.py)
-    counters    the run's counters (`Counters`)
+    counters    the run's counters (`RunCounters`)
     random      Python's and torch's streams (CUDA's included), and the training stream that
                 draws minibatches (numpy), all seeded from cfg.seed when a run starts
     config      the run's settings, saved with it: a resume checks the network's shape and the
@@ -28,7 +28,10 @@ from azshogi.train.trainer import Trainer, weights_finite
 
 
 @dataclass
-class Counters:
+class RunCounters:
+    """Where the run stands, all sessions together (saved in checkpoints, field by field): totals of
+    what it has done since it began, and the marks that say where in its loop it stopped."""
+
     checkpoints: int = 0  # training phases completed
     train_steps: int = 0  # optimizer steps attempted, all phases
     games: int = 0
@@ -64,7 +67,7 @@ class RunState:
         self.model = from_config(cfg.model).to(device)
         self.trainer = Trainer(self.model, cfg.train, device)
         self.train_rng = train_stream(cfg.seed)
-        self.counters = Counters()
+        self.counters = RunCounters()
 
     @functools.cached_property
     def plain_config(self) -> dict:
@@ -98,7 +101,7 @@ class RunState:
         self.check_compatible(from_plain(state["config"]), path)
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state["trainer"])
-        self.counters = Counters(**state["counters"])
+        self.counters = RunCounters(**state["counters"])
         rng = state["rng"]
         random.setstate(rng["python"])
         self.train_rng.bit_generator.state = rng["numpy_train"]
