@@ -233,3 +233,44 @@ def test_a_finished_run_started_again_says_so_and_how_to_go_on(tiny_config, tmp_
                                       "loop.max_checkpoints=2 to the command), or give a new run a new name "
                                       "(run=NAME)\n") in err
     assert [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")] == ["ckpt-00001.pt"]
+
+
+def test_a_resumed_run_keeps_the_live_points_of_the_phase_it_was_stopped_in(tiny_config, tmp_path, monkeypatch):
+    """A stop in mid self-play, then a resume: TensorBoard's purge at the checkpoint's step would
+    drop the stopped phase's selfplay/live/ points (docs/tools/plot_scalars.py warned and lost
+    them); they are kept, the resumed phase's points follow them, and no training point is
+    written twice."""
+    import os
+    import signal
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from azshogi.train.loop import train
+
+    def points(tag):
+        acc = EventAccumulator(str(tmp_path / "logs" / "t"))
+        acc.Reload()
+        return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+    monkeypatch.setattr(monitor, "LIVE_SCALARS_SECONDS", 0.0)  # a live point at every move
+    update, stops = monitor.SelfPlayProgress.update, []
+
+    def ctrl_c_in_phase_two(self, count, force=False):
+        update(self, count, force)
+        if "checkpoint 2" in self.description and count.moves >= 6 * 8 and not stops:  # 8 moves of 24
+            stops.append(count.moves)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(monitor.SelfPlayProgress, "update", ctrl_c_in_phase_two)
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+    stopped = [p for p in points("selfplay/live/moves_per_s") if p[0] > 4]  # phase two: steps 5 to 8
+    assert stops and stopped
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+    resumed = points("selfplay/live/moves_per_s")
+    before = len([p for p in resumed if p[0] <= 4])  # phase one's
+    assert resumed[before:before + len(stopped)] == stopped  # kept, in their place
+    assert len(resumed) > before + len(stopped) + 1  # then the resumed phase's own
+    for tag in ("selfplay/live/moves_per_s", "selfplay/live/positions"):
+        steps = [step for step, _ in points(tag)]
+        assert steps == sorted(steps) and steps[-1] <= 8, (tag, steps)
+    assert [step for step, _ in points("train/policy_loss")] == list(range(1, 9))

@@ -1,11 +1,13 @@
 """What a run shows: TensorBoard scalars, a plain log file, and the console's progress bars.
 
 TensorBoard tags are grouped by prefix: train/, selfplay/, perf/. Every point's step is the
-training step count, and a resumed run purges points past its checkpoint's step, so no point is
-ever duplicated. During a self-play phase, selfplay/live/ points come every LIVE_SCALARS_SECONDS
-(moves/s, games finished, their mean length, positions), at steps spread between the previous
-checkpoint's step and the next one's in proportion to the phase's progress, so that curves
-appear within a minute of any run.
+training step count, and a resumed run purges points past its checkpoint's step (TensorBoard's
+purge_step: readers drop every earlier point at or past it), so no point is ever duplicated.
+During a self-play phase, selfplay/live/ points come every LIVE_SCALARS_SECONDS (moves/s, games
+finished, their mean length, positions), at steps spread between the previous checkpoint's step
+and the next one's in proportion to the phase's progress, so that curves appear within a minute
+of any run. Those of a phase stopped in mid self-play lie past its checkpoint's step: the resumed
+run writes them again after its purge, and its own live points of that phase continue after them.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from azshogi.shogi.rules import Termination
 from azshogi.train.phases import PhaseTimes, SelfPlayPhaseStats, TrainPhaseStats
 
 PHASE_TAGS = {"train": "training"}  # perf/seconds_<tag>; the training tag predates the others
+LIVE = "selfplay/live/"
 
 log = logging.getLogger("azshogi")
 PROGRESS_LINE_SECONDS = 60.0  # without bars: a progress line (console and log) this often
@@ -65,11 +68,39 @@ def say_soon(line: str) -> None:
     threading.Thread(target=say, args=(line,), name="azshogi-say", daemon=True).start()
 
 
+def stopped_phase_points(log_dir: Path, purge_step: int) -> list[tuple[str, float, int, float]]:
+    """The selfplay/live/ points (tag, value, step, wall time) at or past `purge_step` in the
+    newest event file of `log_dir`, when that session wrote nothing else there: the phase it was
+    stopped in with its checkpoint (or lost in a crash in mid self-play), whose live points the
+    resumed run's purge would otherwise drop. After a crash in training, or when an older
+    checkpoint is resumed, the newest file holds other points past it: nothing is kept."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    files = sorted(Path(log_dir).glob("events.out.tfevents.*"), key=lambda p: (p.stat().st_mtime, p.name))
+    if not files:
+        return []
+    points = []
+    for event in EventFileLoader(str(files[-1])).Load():
+        if event.step < purge_step or not event.HasField("summary"):
+            continue
+        for value in event.summary.value:
+            # The loader gives scalars as one-float tensors (or, older, as simple values).
+            number = value.tensor.float_val if value.HasField("tensor") else [value.simple_value]
+            if not (value.tag.startswith(LIVE) and len(number) == 1):
+                return []
+            points.append((value.tag, float(number[0]), event.step, event.wall_time))
+    return points
+
+
 class Monitor:
     def __init__(self, log_dir: Path, purge_step: Optional[int], show_progress: bool = True):
         from torch.utils.tensorboard import SummaryWriter
 
+        kept = stopped_phase_points(log_dir, purge_step) if purge_step is not None else []
         self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
+        for tag, value, step, wall_time in kept:  # after the purge, which now keeps them
+            self.writer.add_scalar(tag, value, step, walltime=wall_time)
+        self.live_after = max((step for _, _, step, _ in kept), default=None)  # the resumed phase goes on after
         self.show_progress = show_progress and draws_bars(sys.stderr)
         self.bar: Optional[tqdm] = None
         # Without a terminal (nohup, a service, one of size 0x0) progress goes out as a line once a
@@ -110,6 +141,9 @@ class Monitor:
     def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
                        eta_now: bool, moves_per_position: float = 1.0) -> "SelfPlayProgress":
         self.close_bar()
+        first, last = steps
+        if self.live_after is not None and self.live_after >= first:  # a stopped phase's live points so far
+            steps = (min(self.live_after + 1, last), last)
         return SelfPlayProgress(description, target, in_flight, steps, eta_now, self.writer, self.say,
                                 self.show_progress, self.quiet_progress, moves_per_position=moves_per_position)
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import fnmatch
+import logging
 import sys
 
 
@@ -25,6 +26,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 
 def main(log_dir: str, out: str, *patterns: str) -> None:
+    # A resumed run purges the points past its checkpoint's step (TensorBoard's purge_step) and
+    # writes again those it keeps (a stopped phase's selfplay/live/ points, train/monitor.py):
+    # TensorBoard's warning counts what the purge removed, not points lost.
+    logging.getLogger("tensorboard").setLevel(logging.ERROR)
     acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
     acc.Reload()
     tags = sorted(acc.Tags()["scalars"])
