@@ -75,15 +75,42 @@ def test_the_bar_moves_with_every_move_and_shows_one_rate():
     clock.advance(2)
     bar.update(SelfPlayPhaseStats(moves=16))  # two moves of 8 games, no game finished yet
     assert 0 < bar.share() < 0.02
-    assert bar.text() == "16 moves, 8 moves/s | 0/1,000 positions | 0 games done, 8 playing | 00:02"
+    assert bar.text() == ("16 moves, 8 moves/s | 0/1,000 positions | 0 games done, 8 playing | 00:02, time left: "
+                          "estimating")
     assert bar.bar.n == int(1000 * bar.share())
     clock.advance(2)
     bar.update(SelfPlayPhaseStats(moves=40, positions=24, games=1, game_moves=24))
-    # Once a game has finished, the time left: (1000 - 24) positions at 10 moves/s.
-    assert bar.text().endswith("1 games done, 8 playing | 00:04, ~01:37 left")
+    # Once a game has finished, the time left (no ply limit known: (1000 - 24) positions at 10 moves/s).
+    assert bar.text().endswith("1 game done, 8 playing | 00:04, ~01:37 left")
     assert "pos_s" not in bar.text() and bar.text().count("/s") == 1
     bar.update(SelfPlayPhaseStats(moves=1200, positions=1000, games=40, game_moves=1000))
     assert bar.share() == 1.0
+
+
+# The first phase of `azshogi +experiment=cpu` (128 games, 6,000 positions, ply limit 256) on a
+# busy 2-core CPU, from its log (run k1, 2026-11-24): seconds, moves, positions, games done. It
+# ended at about 710 s after 18,300 moves; the bar then estimated about 2 minutes left throughout.
+FIRST_PHASE = [(60, 4480, 25, 2), (183, 6656, 167, 5), (304, 9728, 349, 8), (437, 12288, 1262, 19),
+               (565, 14592, 2499, 31), (696, 17920, 5768, 57)]
+
+
+def test_the_first_phase_estimates_the_moves_its_games_still_play():
+    """All games start together and give positions only as they end: about three times the
+    target's moves are played. The estimate of the moves still needed stays within a tenth of the
+    phase's moves of what the run went on to play (the time left also depends on the rate, which
+    fell in this run)."""
+    clock = FakeClock()
+    bar = SelfPlayProgress("self-play → checkpoint 1", 6000, 128, (1, 100), False, FakeWriter(), [].append,
+                           show=False, quiet_lines=False, clock=clock, max_plies=256)
+    start = clock.now
+    for seconds, moves, positions, games in FIRST_PHASE:
+        clock.now = start + seconds
+        bar.update(SelfPlayPhaseStats(moves=moves, positions=positions, games=games))
+        assert bar.moves_needed() == pytest.approx(18300 - moves, abs=1830), seconds
+        assert bar.share() == pytest.approx(moves / 18300, abs=0.06), seconds
+    clock.now = start + 60
+    bar.update(SelfPlayPhaseStats(moves=4480, positions=25, games=2))
+    assert bar.text().endswith("2 games done, 128 playing | 01:00, ~03:15 left")  # the log said ~01:20
 
 
 def test_a_later_phase_shows_the_time_left_from_the_start():

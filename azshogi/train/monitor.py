@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -101,6 +102,7 @@ class Monitor:
         for tag, value, step, wall_time in kept:  # after the purge, which now keeps them
             self.writer.add_scalar(tag, value, step, walltime=wall_time)
         self.live_after = max((step for _, _, step, _ in kept), default=None)  # the resumed phase goes on after
+        self.max_plies: Optional[int] = None  # rules.max_plies, from `hyperparameters`
         self.show_progress = show_progress and draws_bars(sys.stderr)
         self.bar: Optional[tqdm] = None
         # Without a terminal (nohup, a service, one of size 0x0) progress goes out as a line once a
@@ -140,15 +142,20 @@ class Monitor:
 
     def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
                        eta_now: bool, moves_per_position: float = 1.0) -> "SelfPlayProgress":
+        """The bar of a self-play phase; eta_now: games of every age are in flight (not the run's
+        first phase, whose games all start together)."""
         self.close_bar()
         first, last = steps
         if self.live_after is not None and self.live_after >= first:  # a stopped phase's live points so far
             steps = (min(self.live_after + 1, last), last)
         return SelfPlayProgress(description, target, in_flight, steps, eta_now, self.writer, self.say,
-                                self.show_progress, self.quiet_progress, moves_per_position=moves_per_position)
+                                self.show_progress, self.quiet_progress, moves_per_position=moves_per_position,
+                                max_plies=self.max_plies)
 
     # --- TensorBoard ---
     def hyperparameters(self, config: dict, step: int) -> None:
+        """The run's settings as a table under Text; the ply limit is kept for the bar's estimate."""
+        self.max_plies = config.get("rules", {}).get("max_plies")
         rows = ["| key | value |", "|---|---|"]
 
         def walk(prefix, node):
@@ -216,20 +223,24 @@ class Monitor:
 class SelfPlayProgress:
     """A self-play phase as it runs; the loop calls `update` between moves.
 
-    The bar's share is moves / (moves + moves still needed), the moves still needed being the
-    positions still needed x `moves_per_position` (1, or 1 / (1 - cheap_search_prob) with playout
-    caps, whose cheap moves are no positions): it grows with every move played and every game
-    finished, and is 100% exactly when the phase's target is reached. Its one rate is moves played
-    per second. The time left is shown once a game has finished in this run (before that nothing
-    says how long games are): moves still needed / moves per second.
+    The bar's share is moves / (moves + moves still needed): it grows with every move played and
+    every game finished, and is 100% exactly when the phase's target is reached. Its one rate is
+    moves played per second, and the time left is moves still needed / moves per second.
+    In a later phase (`eta_now`) games of every age are in flight, and the moves still needed are
+    the positions still needed x `moves_per_position` (1, or 1 / (1 - cheap_search_prob) with
+    playout caps, whose cheap moves are no positions). In the run's first phase all games start
+    together and positions come only as the first of them end: nearly three times the target's
+    moves may be played before it is reached (`first_phase_moves_needed`). There the time left is
+    shown once a game has finished ("estimating" before).
     Without a terminal a line goes to the log every PROGRESS_LINE_SECONDS instead; TensorBoard
     gets selfplay/live/ points every LIVE_SCALARS_SECONDS at steps in `steps` (first, last)."""
 
     def __init__(self, description: str, target: int, in_flight: int, steps: tuple[int, int], eta_now: bool,
                  writer, say: Callable[[str], None], show: bool, quiet_lines: bool,
-                 clock: Callable[[], float] = time.monotonic, moves_per_position: float = 1.0):
+                 clock: Callable[[], float] = time.monotonic, moves_per_position: float = 1.0,
+                 max_plies: Optional[int] = None):
         self.description, self.target, self.in_flight, self.steps = description, target, in_flight, steps
-        self.moves_per_position = moves_per_position
+        self.moves_per_position, self.max_plies = moves_per_position, max_plies
         self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
         self.start = self.last_refresh = self.last_line = clock()
         self.last_live = (self.start, 0)  # time and moves at the last live point
@@ -257,7 +268,29 @@ class SelfPlayProgress:
             self._refresh()
 
     def moves_needed(self) -> float:
-        return max(0, self.target - self.count.positions) * self.moves_per_position
+        """Moves still to play until the phase's target is reached (an estimate)."""
+        needed = max(0, self.target - self.count.positions) * self.moves_per_position
+        first_phase = not self.eta_now and self.max_plies and self.count.moves < self.in_flight * self.max_plies
+        return self.first_phase_moves_needed(needed) if needed and first_phase else needed
+
+    def first_phase_moves_needed(self, needed: float) -> float:
+        """The run's first phase: the N games in flight started together and are `age` = moves / N
+        moves old; only finished games give positions. The games still playing are taken to end
+        at ages spread evenly between `age` and the ply limit L (their lengths are unknown but
+        above `age`), so the moves of games finished by age x grow by playing x (x² - age²) /
+        (2 (L - age)); the phase ends at the x where they reach `needed` (positions x
+        moves_per_position), after (x - age) x N more moves. Past L, positions come at about N per
+        step."""
+        n, limit = self.in_flight, float(self.max_plies)
+        age = self.count.moves / n
+        playing = max(1, n - self.count.games)
+        span = max(limit - age, 1.0)
+        by_the_limit = playing * (limit + age) / 2  # the moves of every game still playing
+        if needed <= by_the_limit:
+            end = math.sqrt(age * age + 2 * span * needed / playing)
+        else:
+            end = limit + (needed - by_the_limit) / n
+        return max(end - age, 0.0) * n
 
     def share(self) -> float:
         needed = self.moves_needed()
@@ -267,10 +300,12 @@ class SelfPlayProgress:
         c, elapsed = self.count, self.clock() - self.start
         rate = c.moves / elapsed if elapsed > 0 else 0.0
         parts = [f"{c.moves:,} moves, {rate:,.0f} moves/s", f"{c.positions:,}/{self.target:,} positions",
-                 f"{c.games:,} games done, {self.in_flight:,} playing"]
+                 f"{c.games:,} game{'' if c.games == 1 else 's'} done, {self.in_flight:,} playing"]
         when = tqdm.format_interval(elapsed)
         if (self.eta_now or c.games) and rate > 0:
             when += f", ~{tqdm.format_interval(self.moves_needed() / rate)} left"
+        elif rate > 0:  # the run's first phase: how long games are is not known yet
+            when += ", time left: estimating"
         return " | ".join(parts) + f" | {when}"
 
     def update(self, count: SelfPlayPhaseStats, force: bool = False) -> None:
