@@ -301,3 +301,15 @@ def test_a_resumed_run_keeps_the_live_points_of_the_phase_it_was_stopped_in(tiny
         steps = [step for step, _ in points(tag)]
         assert steps == sorted(steps) and steps[-1] <= 8, (tag, steps)
     assert [step for step, _ in points("train/policy_loss")] == list(range(1, 9))
+
+
+def test_the_bar_never_moves_back():
+    """In the first phase a game that ends can raise the estimate of the moves still needed (the
+    games still playing are fewer): the bar, and the live points' steps, stay where they were."""
+    clock = FakeClock()
+    bar = SelfPlayProgress("self-play → checkpoint 1", 6000, 128, (1, 100), False, FakeWriter(), [].append,
+                           show=False, quiet_lines=False, clock=clock, max_plies=256)
+    bar.update(SelfPlayPhaseStats(moves=128 * 30))
+    needed, before = bar.moves_needed(), bar.share()
+    bar.update(SelfPlayPhaseStats(moves=128 * 30, positions=30, games=1, game_moves=30))  # a short game ended
+    assert bar.moves_needed() > needed and bar.share() == before

@@ -241,6 +241,7 @@ class SelfPlayProgress:
                  max_plies: Optional[int] = None):
         self.description, self.target, self.in_flight, self.steps = description, target, in_flight, steps
         self.moves_per_position, self.max_plies = moves_per_position, max_plies
+        self.top_share = 0.0
         self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
         self.start = self.last_refresh = self.last_line = clock()
         self.last_live = (self.start, 0)  # time and moves at the last live point
@@ -293,8 +294,12 @@ class SelfPlayProgress:
         return max(end - age, 0.0) * n
 
     def share(self) -> float:
+        """The phase's progress in [0, 1]; never smaller than before (an estimate that grows as a
+        game ends does not move the bar, or the live points' steps, back)."""
         needed = self.moves_needed()
-        return 1.0 if needed == 0 else self.count.moves / (self.count.moves + needed)
+        share = 1.0 if needed == 0 else self.count.moves / (self.count.moves + needed)
+        self.top_share = max(self.top_share, share)
+        return self.top_share
 
     def text(self) -> str:
         c, elapsed = self.count, self.clock() - self.start
