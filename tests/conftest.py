@@ -38,7 +38,7 @@ def games_in_progress(state: dict) -> list:
 
 
 def replay_window(checkpoint_file):
-    """The replay window a checkpoint file names, read from the store beside it (Positions)."""
+    """The replay window a checkpoint file names, read from the store beside it (TrainingPositions)."""
     from azshogi.formats import checkpoint as ckpt
     from azshogi.formats.paths import replay_store_of
     from azshogi.formats.replay_store import ReplayStore

@@ -11,8 +11,8 @@ from hydra import compose, initialize_config_module
 
 from azshogi.config import Config, register_configs, to_config
 from azshogi.formats.dlshogi import Hcpe3Writer
-from azshogi.selfplay.actors import FinishedGame, sparse_policy
-from azshogi.shogi.game_record import GameRecord
+from azshogi.selfplay.actors import sparse_policy
+from azshogi.shogi.game_record import GameRecord, SelfPlayGame, TrainingPositions
 from azshogi.shogi.rules import Rules, outcome, rules_of, winner
 from azshogi.train.loop import Loop
 
@@ -38,7 +38,7 @@ def small_config(tmp_path: Path, *overrides: str) -> Config:
 
 
 def play_script(start_sfen: Optional[str], moves_usi: Sequence[str], rules: Rules,
-                rng: np.random.Generator) -> FinishedGame:
+                rng: np.random.Generator) -> SelfPlayGame:
     """A finished game from a move list, with random sparse policy targets (as self-play keeps
     them) and random root values; the game must end (by `rules.outcome`) at its last move."""
     board = cshogi.Board(start_sfen) if start_sfen else cshogi.Board()
@@ -65,10 +65,10 @@ def play_script(start_sfen: Optional[str], moves_usi: Sequence[str], rules: Rule
     win = winner(board.turn, end.value)
     turns = np.array(results_turns)
     results = np.zeros(len(turns), np.int8) if win is None else np.where(turns == win, 1, -1).astype(np.int8)
-    offsets = np.concatenate([[0], np.cumsum([len(x) for x in labels])]).astype(np.int64)
-    record = GameRecord(0, np.stack(hcps), results, np.array(values, np.float32),
-                        np.arange(len(hcps), dtype=np.int16), offsets, np.concatenate(labels), np.concatenate(probs))
-    return FinishedGame(record, list(moves_usi), end.termination, win)
+    positions = TrainingPositions.of_game(0, np.stack(hcps), results, np.array(values, np.float32),
+                                          np.arange(len(hcps)), [len(x) for x in labels], np.concatenate(labels),
+                                          np.concatenate(probs))
+    return SelfPlayGame(0, GameRecord(list(moves_usi), end.termination, win, start_sfen), positions)
 
 
 def random_positions(n: int, seed: int, max_plies: int = 60) -> list[cshogi.Board]:

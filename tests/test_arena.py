@@ -49,11 +49,11 @@ def check_consistent(result, games):
     assert [g.index for g in result.games] == list(range(games))
     assert [g.a_is_black for g in result.games] == [i % 2 == 0 for i in range(games)]
     for g in result.games:
-        board = replay(g.moves, g.start_sfen)  # every recorded move is legal
-        if g.termination == Termination.CHECKMATE:
-            assert board.is_game_over() and g.winner == 1 - board.turn
-        if g.winner is None:
-            assert g.termination in (Termination.MAX_PLIES, Termination.REPETITION)
+        board = replay(g.record.moves, g.record.start_sfen)  # every recorded move is legal
+        if g.record.termination == Termination.CHECKMATE:
+            assert board.is_game_over() and g.record.winner == 1 - board.turn
+        if g.record.winner is None:
+            assert g.record.termination in (Termination.MAX_PLIES, Termination.REPETITION)
 
 
 def test_greedy_beats_random_and_csa_records_read_back(tmp_path):
@@ -64,12 +64,12 @@ def test_greedy_beats_random_and_csa_records_read_back(tmp_path):
     assert result.wins >= 5  # material greed against random moves
     for g in result.games:
         (record,) = CSA.Parser.parse_file(str(tmp_path / f"game-{g.index:04d}.csa"))
-        assert [cshogi.move_to_usi(m) for m in record.moves] == g.moves
+        assert [cshogi.move_to_usi(m) for m in record.moves] == g.record.moves
         names = ("greedy", "random") if g.a_is_black else ("random", "greedy")
         assert tuple(record.names) == names
-        if g.termination == Termination.CHECKMATE:
+        if g.record.termination == Termination.CHECKMATE:
             assert record.endgame == "%TORYO"
-            assert record.win == (cshogi.BLACK_WIN if g.winner == cshogi.BLACK else cshogi.WHITE_WIN)
+            assert record.win == (cshogi.BLACK_WIN if g.record.winner == cshogi.BLACK else cshogi.WHITE_WIN)
 
 
 def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
@@ -84,12 +84,12 @@ def test_network_players_batched_with_openings_and_kif(tmp_path, checkpoint):
                         records_dir=tmp_path, record_format="kif", progress=False)
     check_consistent(result, 4)
     assert max(calls) == 4  # all games in flight searched together
-    assert result.games[0].moves[:6] == result.games[1].moves[:6]  # a pair shares its opening
+    assert result.games[0].record.moves[:6] == result.games[1].record.moves[:6]  # a pair shares its opening
     for g in result.games:
         (record,) = [KIF.Parser.parse_file(str(tmp_path / f"game-{g.index:04d}.kif"))]
-        assert [cshogi.move_to_usi(m) for m in record.moves] == g.moves
-        if g.termination == Termination.MAX_PLIES:
-            assert len(g.moves) == 24
+        assert [cshogi.move_to_usi(m) for m in record.moves] == g.record.moves
+        if g.record.termination == Termination.MAX_PLIES:
+            assert len(g.record.moves) == 24
 
 
 def test_engine_search_player_with_a_node_budget(checkpoint):
@@ -125,7 +125,7 @@ def test_impasse_declaration_from_an_opening_file(tmp_path):
     openings.write_text("sfen +R+B+B+RK4/GGGG5/SSSS5/9/9/9/9/9/4k4 b 18P4N4L 1\n")
     result = play_match(GreedyPlayer(), RandomPlayer(), 1, openings=Openings(f"file:{openings}"), progress=False)
     (game,) = result.games
-    assert game.termination == Termination.IMPASSE and result.wins == 1 and game.moves == []
+    assert game.record.termination == Termination.IMPASSE and result.wins == 1 and game.record.moves == []
 
 
 def test_material_gain():
@@ -207,7 +207,7 @@ def test_a_match_of_the_engine_is_reproducible_with_a_node_budget(checkpoint):
 
     first, second = match(), match()
     check_consistent(first, 4)
-    assert [g.moves for g in first.games] == [g.moves for g in second.games]
+    assert [g.record.moves for g in first.games] == [g.record.moves for g in second.games]
     assert [g.reason for g in first.games] == [g.reason for g in second.games]
 
 
@@ -222,7 +222,7 @@ def test_json_scores_are_fractions_and_records_carry_the_start_time(tmp_path):
     assert summary["score"] == pytest.approx(sum(g.a_score for g in result.games) / 4)
     for g in result.games:
         text = (tmp_path / f"game-{g.index:04d}.kif").read_text(encoding="cp932")
-        assert f"開始日時：{g.started:%Y/%m/%d %H:%M:%S}" in text  # when it began, not when it was written
+        assert f"開始日時：{g.record.started:%Y/%m/%d %H:%M:%S}" in text  # when it began, not when it was written
 
 
 def test_arena_mistakes_end_in_one_line(checkpoint, capsys):

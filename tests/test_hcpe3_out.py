@@ -17,7 +17,7 @@ from interop_helpers import (
     selfplay_games,
 )
 
-from azshogi.formats.dlshogi import Hcpe3Writer, load_records, read_hcpe3
+from azshogi.formats.dlshogi import Hcpe3Writer, load_positions, read_hcpe3
 from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, Termination, outcome
 
@@ -53,7 +53,7 @@ def check_game(game: dict, finished, rules: Rules) -> None:
     """The record replays legally to the same end; result byte, evals and candidate visits
     agree with what self-play kept; the moves that are no training position (playout caps'
     cheap searches) have no candidates and eval 0."""
-    record = finished.record
+    record = finished.positions
     board = cshogi.Board()
     board.set_hcp(game["hcp"])
     recorded_start = len(record) and record.plies[0] == 0  # else the initial position, self-play's
@@ -64,7 +64,7 @@ def check_game(game: dict, finished, rules: Rules) -> None:
     for ply, (move16, score, candidates) in enumerate(game["moves"]):
         legal = {m & 0xFFFF: m for m in board.legal_moves}
         assert move16 in legal, f"move {ply} is illegal"
-        assert cshogi.move_to_usi(legal[move16]) == finished.moves[ply]
+        assert cshogi.move_to_usi(legal[move16]) == finished.record.moves[ply]
         if ply not in position:
             assert score == 0 and len(candidates) == 0
             board.push(legal[move16])
@@ -75,7 +75,7 @@ def check_game(game: dict, finished, rules: Rules) -> None:
         expected = 30000 if p >= 1 else -30000 if p <= 0 else 756.0864962951762 * math.log(p / (1 - p))
         assert abs(score - max(-30000, min(30000, expected))) <= 1
         # Candidate visits reproduce the stored (improved-policy) target.
-        lo, hi = record.policy_offsets[i], record.policy_offsets[i + 1]
+        lo, hi = record.offsets()[i], record.offsets()[i + 1]
         target = dict(zip(record.labels[lo:hi].tolist(), record.probs[lo:hi].tolist()))
         visits = candidates["visitNum"].astype(np.float64)
         assert len(candidates) >= 1 and visits.min() >= 1
@@ -88,10 +88,10 @@ def check_game(game: dict, finished, rules: Rules) -> None:
             assert abs(got.get(label, 0.0) - prob) < 3e-5
         board.push(legal[move16])
     end = outcome(board, len(game["moves"]), rules)
-    assert end is not None and end.termination == finished.termination
-    win = {None: 0, cshogi.BLACK: 1, cshogi.WHITE: 2}[finished.winner]
+    assert end is not None and end.termination == finished.record.termination
+    win = {None: 0, cshogi.BLACK: 1, cshogi.WHITE: 2}[finished.record.winner]
     assert game["result"] & 0x3 == win
-    assert game["result"] & ~0x3 == EXPECTED_FLAGS.get(finished.termination, 0)
+    assert game["result"] & ~0x3 == EXPECTED_FLAGS.get(finished.record.termination, 0)
 
 
 def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
@@ -100,7 +100,7 @@ def test_gumbel_selfplay_games_read_back_with_an_independent_reader(tmp_path):
     assert len(games) == len(finished)
     for game, done in zip(games, finished):
         check_game(game, done, rules)
-    assert [g.moves_usi for g in read_hcpe3(path)] == [f.moves for f in finished]
+    assert [g.record.moves for g in read_hcpe3(path)] == [f.record.moves for f in finished]
 
 
 def test_cheap_searches_are_written_as_moves_without_candidates(tmp_path):
@@ -111,11 +111,11 @@ def test_cheap_searches_are_written_as_moves_without_candidates(tmp_path):
                                            "selfplay.cheap_simulations=1")
     for game, done in zip(read_games(path.read_bytes()), finished):
         check_game(game, done, rules)
-    recorded, moves = sum(len(f.record) for f in finished), sum(f.length for f in finished)
+    recorded, moves = sum(len(f.positions) for f in finished), sum(f.length for f in finished)
     assert 0.25 * moves < recorded < 0.75 * moves
-    assert [g.moves_usi for g in read_hcpe3(path)] == [f.moves for f in finished]
-    back = load_records([path])
-    kept = [f.record for f in finished if len(f.record)]
+    assert [g.record.moves for g in read_hcpe3(path)] == [f.record.moves for f in finished]
+    back = load_positions([path])
+    kept = [f.positions for f in finished if len(f.positions)]
     assert len(back) == len(kept)
     for ours, record in zip(back, kept):
         assert ours.plies.tolist() == record.plies.tolist()
@@ -135,7 +135,7 @@ def test_result_flags_follow_the_termination(tmp_path, script):
     (game,) = read_games(path.read_bytes())
     check_game(game, finished, rules)
     (ours,) = read_hcpe3(path)  # azshogi's reader finds the same ending
-    assert ours.termination == finished.termination and ours.winner == finished.winner
+    assert ours.record == finished.record  # the same moves, start, ending and winner
 
 
 def test_a_stop_appends_to_the_partial_file(tmp_path):

@@ -40,7 +40,7 @@ def test_a_paused_selfplay_continues_exactly_after_a_round_trip():
     assert same_state(copy.state_dict(), original.state_dict())
     for _ in range(6):
         a, b = original.step(), copy.step()
-        assert [(g.moves, g.record.game_id) for g in a] == [(g.moves, g.record.game_id) for g in b]
+        assert [(g.record, g.game_id) for g in a] == [(g.record, g.game_id) for g in b]
     assert same_state(copy.state_dict(), original.state_dict())
 
 

@@ -7,7 +7,7 @@ import cshogi
 import numpy as np
 
 from azshogi.shogi import features
-from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.game_record import TrainingPositions
 from azshogi.train.replay import ReplayBuffer
 
 
@@ -93,20 +93,19 @@ def test_a_position_and_its_mirror_image_give_mirrored_planes_moves_and_labels()
             assert features.MIRROR_LABELS[label] == features.move_label(mirrored[mirror_usi(usi)], mirror.turn)
 
 
-def _record(board: cshogi.Board, game_id: int) -> GameRecord:
+def _record(board: cshogi.Board, game_id: int) -> TrainingPositions:
     """One training position whose policy target favours its legal moves unevenly."""
     moves, labels = features.legal_moves_and_labels(board)
     probs = np.arange(1, len(labels) + 1, dtype=np.float32)
-    return GameRecord(game_id, features.hcp_of(board)[None], np.array([1], np.int8), np.array([0.25], np.float32),
-                      np.array([40], np.int16), np.array([0, len(labels)], np.int64), labels.astype(np.int16),
-                      probs / probs.sum())
+    return TrainingPositions.of_game(game_id, features.hcp_of(board)[None], [1], np.array([0.25], np.float32), [40],
+                                     [len(labels)], labels, probs / probs.sum())
 
 
 def test_a_mirrored_training_position_is_the_mirror_image_with_its_target_mirrored():
     boards = random_positions(4, seed=3)
     buffer = ReplayBuffer(10)
     for i, board in enumerate(boards):
-        buffer.add_game(_record(board, i))
+        buffer.extend(_record(board, i))
     slots = np.arange(len(boards))
     plain = buffer.gather(slots)
     flipped = buffer.gather(slots, np.array([True, False, True, True]))
@@ -131,7 +130,7 @@ def test_a_mirrored_training_position_is_the_mirror_image_with_its_target_mirror
 def test_sampling_with_mirror_mirrors_about_half_the_positions():
     board = random_positions(1, seed=5)[0]
     buffer = ReplayBuffer(10)
-    buffer.add_game(_record(board, 0))
+    buffer.extend(_record(board, 0))
     f1, f2 = features.allocate(1)
     features.write(board, f1, f2, 0)
     batch = buffer.sample(400, np.random.default_rng(0), mirror=True)

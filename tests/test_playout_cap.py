@@ -115,15 +115,15 @@ def test_only_the_fully_searched_moves_are_training_positions():
     while len(finished) < 6:
         finished += sp.step()
     for game in finished:
-        record = game.record
-        assert record.plies.tolist() == full_plies.get(record.game_id, [])
-        assert 0 < len(record) < game.length
-        turns = record.plies % 2  # each result is from its own position's side to move
-        if game.winner is not None:
-            assert (record.results == np.where(turns == game.winner, 1, -1)).all()
+        positions = game.positions
+        assert positions.plies.tolist() == full_plies.get(game.game_id, [])
+        assert 0 < len(positions) < game.length
+        turns = positions.plies % 2  # each result is from its own position's side to move
+        if game.record.winner is not None:
+            assert (positions.results == np.where(turns == game.record.winner, 1, -1)).all()
     # Every move played was either recorded or counted as cheap, games in progress included.
     moves = sum(g.length for g in finished) + sum(a.ply for a in sp.actors)
-    recorded = sum(len(g.record) for g in finished) + sum(len(a.plies) for a in sp.actors)
+    recorded = sum(len(g.positions) for g in finished) + sum(len(a.plies) for a in sp.actors)
     assert sp.cheap_moves == moves - recorded and 0.3 * moves < sp.cheap_moves < 0.7 * moves
 
 
@@ -137,7 +137,7 @@ def test_games_in_progress_keep_their_recorded_plies():
     copy.load_state_dict(sp.state_dict())
     for _ in range(25):
         a, b = sp.step(), copy.step()
-        assert [g.record.plies.tolist() for g in a] == [g.record.plies.tolist() for g in b]
+        assert [g.positions.plies.tolist() for g in a] == [g.positions.plies.tolist() for g in b]
     assert [x.plies for x in sp.actors] == [y.plies for y in copy.actors]
 
 
@@ -155,9 +155,9 @@ def test_off_records_every_move_and_draws_nothing():
     plain = selfplay(PlayoutCap(), actors=2, max_plies=12)
     for _ in range(12):
         a, b = sp.step(), plain.step()
-        assert [g.moves for g in a] == [g.moves for g in b]
+        assert [g.record for g in a] == [g.record for g in b]
         for game in a:
-            assert game.record.plies.tolist() == list(range(game.length))
+            assert game.positions.plies.tolist() == list(range(game.length))
     assert sp.cheap_moves == 0
 
 
@@ -188,7 +188,7 @@ def test_playout_caps_reach_the_worker_processes(tiny_config):
         counters = parts.selfplay.counters()
     finally:
         parts.selfplay.close()
-    assert all(len(g.record) < g.length for g in finished)
+    assert all(len(g.positions) < g.length for g in finished)
     assert 0 < counters.cheap_moves < counters.moves
 
 

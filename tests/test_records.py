@@ -5,6 +5,7 @@ and the result self-play scored. Read back with cshogi's parsers, as a GUI would
 from cshogi import CSA, KIF
 
 from azshogi.formats.records import csa_text, kif_text, write_kif
+from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.rules import Termination
 
 ROOKS_BACK_AND_FORTH = ["2h3h", "8b7b", "3h2h", "7b8b"]  # back to the start position
@@ -14,7 +15,7 @@ PERPETUAL = ["9i9a", "5a5b", "9a9b", "5b5a", "9b9a"]  # checks only: the positio
 
 def test_a_first_recurrence_in_self_play_is_no_sennichite(tmp_path):
     path = tmp_path / "game.kif"
-    write_kif(path, ROOKS_BACK_AND_FORTH, Termination.REPETITION)
+    write_kif(path, GameRecord(ROOKS_BACK_AND_FORTH, Termination.REPETITION))
     text = path.read_bytes().decode("cp932")
     assert "千日手" not in text
     assert text.splitlines()[-3:] == [

@@ -6,23 +6,23 @@ from test_features import random_positions
 
 from azshogi.formats.replay_store import ReplayStore, ReplayStoreError
 from azshogi.shogi import features
-from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.game_record import TrainingPositions
 from azshogi.train.replay import ReplayBuffer, StoredReplay
 
 
 def make_game(game_id, boards, rng):
     hcps = np.stack([features.hcp_of(b) for b in boards])
-    labels, probs, offsets = [], [], [0]
+    labels, probs = [], []
     for b in boards:
         _, labs = features.legal_moves_and_labels(b)
         k = int(rng.integers(1, min(len(labs), 5) + 1))
         p = rng.random(k).astype(np.float32)
         labels.append(np.array(labs[:k], np.int16))
         probs.append(p / p.sum())
-        offsets.append(offsets[-1] + k)
     n = len(boards)
-    return GameRecord(game_id, hcps, rng.integers(-1, 2, n).astype(np.int8), rng.random(n).astype(np.float32),
-                      np.arange(n, dtype=np.int16), np.array(offsets), np.concatenate(labels), np.concatenate(probs))
+    return TrainingPositions.of_game(game_id, hcps, rng.integers(-1, 2, n), rng.random(n).astype(np.float32),
+                                     np.arange(n), [len(x) for x in labels], np.concatenate(labels),
+                                     np.concatenate(probs))
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def games():
 def test_sampled_batches_match_the_stored_positions(games):
     buffer = ReplayBuffer(capacity=100)
     for g in games:
-        buffer.add_game(g)
+        buffer.extend(g)
     assert len(buffer) == 60
     batch = buffer.gather(np.arange(60))
     all_hcps = np.concatenate([g.hcps for g in games])
@@ -45,7 +45,7 @@ def test_sampled_batches_match_the_stored_positions(games):
     i = 0
     for g in games:
         for j in range(len(g)):
-            lo, hi = g.policy_offsets[j], g.policy_offsets[j + 1]
+            lo, hi = g.offsets()[j], g.offsets()[j + 1]
             expected = np.zeros(2187, np.float32)
             expected[g.labels[lo:hi]] = g.probs[lo:hi]
             assert batch.policy[i] == pytest.approx(expected, abs=2e-3)  # stored as float16
@@ -58,7 +58,7 @@ def test_sampled_batches_match_the_stored_positions(games):
 def test_window_keeps_the_newest_positions(games):
     buffer = ReplayBuffer(capacity=25)
     for g in games:
-        buffer.add_game(g)
+        buffer.extend(g)
     assert len(buffer) == 25 and buffer.total_added == 60
     slots = (buffer.begin + np.arange(len(buffer))) % buffer.capacity
     assert buffer.game_ids[slots].tolist() == [3] * 5 + [4] * 10 + [5] * 10
@@ -67,7 +67,7 @@ def test_window_keeps_the_newest_positions(games):
 def test_entry_ring_evicts_positions_too(games):
     buffer = ReplayBuffer(capacity=50, entries_per_position=1)  # room for 50 entries only
     for g in games:
-        buffer.add_game(g)
+        buffer.extend(g)
     live_entries = buffer.entry_end - buffer.entry_begin
     assert live_entries <= 50 and len(buffer) < 50
     assert buffer.sample(8, np.random.default_rng(0)).policy.shape == (8, 2187)
@@ -79,10 +79,10 @@ def add_one_at_a_time(capacity, entry_capacity, games):
     window = []
     for g in games:
         for i in range(len(g)):
-            count = int(g.policy_offsets[i + 1] - g.policy_offsets[i])
+            count = int(g.entry_counts[i])
             while len(window) >= capacity or sum(c for _, c in window) + count > entry_capacity:
                 window.pop(0)
-            window.append((g.game_id, count))
+            window.append((int(g.game_ids[i]), count))
     return window
 
 
@@ -90,7 +90,7 @@ def add_one_at_a_time(capacity, entry_capacity, games):
 def test_adding_whole_games_leaves_what_adding_positions_one_by_one_would(games, capacity, per_position):
     buffer = ReplayBuffer(capacity, entries_per_position=per_position)
     for g in games:
-        buffer.add_game(g)
+        buffer.extend(g)
     window = buffer.positions(buffer.begin, buffer.end)
     expected = add_one_at_a_time(capacity, capacity * per_position, games)
     assert list(zip(window.game_ids.tolist(), window.entry_counts.tolist())) == expected
@@ -101,7 +101,7 @@ def test_adding_whole_games_leaves_what_adding_positions_one_by_one_would(games,
 def test_positions_come_back_as_they_went_in(games):
     buffer = ReplayBuffer(capacity=100)
     for g in games:
-        buffer.add_game(g)
+        buffer.extend(g)
     block = buffer.positions(10, 30)  # games 1 and 2
     assert np.array_equal(block.hcps, np.concatenate([games[1].hcps, games[2].hcps]))
     assert np.array_equal(block.labels, np.concatenate([games[1].labels, games[2].labels]))
@@ -124,10 +124,10 @@ def test_stored_replay_round_trip_is_exact(games, tmp_path):
     stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
     never_saved = ReplayBuffer(capacity=35, entries_per_position=3)
     for g in games:
-        never_saved.add_game(g)
+        never_saved.extend(g)
     saved = []
     for k, g in enumerate(games):
-        buffer.add_game(g)
+        buffer.extend(g)
         ref = stored.checkpoint()
         assert (ref["begin"], ref["end"]) == (buffer.begin, buffer.end)
         saved.append(ref)
@@ -136,7 +136,7 @@ def test_stored_replay_round_trip_is_exact(games, tmp_path):
         assert (restored.begin, restored.end) == (buffer.begin, buffer.end)
         assert same_samples(buffer, restored, seed=k)
         for later in games[k + 1:]:
-            restored.add_game(later)
+            restored.extend(later)
         assert (restored.begin, restored.end) == (never_saved.begin, never_saved.end)
         assert same_samples(never_saved, restored, seed=k)
     # Each checkpoint wrote only its new positions.
@@ -156,7 +156,7 @@ def test_prune_keeps_what_kept_checkpoints_name(games, tmp_path):
     buffer = ReplayBuffer(capacity=25)
     stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
     for n, g in enumerate(games, start=1):
-        buffer.add_game(g)
+        buffer.extend(g)
         ckpt.save({"replay": stored.checkpoint()}, tmp_path / f"ckpt-{n:05d}.pt", keep=2)
         stored.prune(ckpt.list_checkpoints(tmp_path))
     kept = [ckpt.load(p) for p in ckpt.list_checkpoints(tmp_path)]
@@ -172,7 +172,7 @@ def test_a_missing_or_corrupt_segment_names_the_file(games, tmp_path):
     buffer = ReplayBuffer(capacity=100)
     stored = StoredReplay(buffer, ReplayStore(tmp_path / "replay"))
     for g in games[:3]:
-        buffer.add_game(g)
+        buffer.extend(g)
         ref = stored.checkpoint()
     path = tmp_path / "replay" / ref["segments"][1]["file"]
     restored = StoredReplay(ReplayBuffer(100), ReplayStore(tmp_path / "replay"))

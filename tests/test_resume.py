@@ -184,11 +184,12 @@ def play(driver, moves: int, cfg) -> dict:
     or in progress, by game id."""
     games = {}
     for game in driver.play(until=lambda: driver.counters().moves >= moves):
-        r = game.record
-        offsets = r.policy_offsets
-        games[r.game_id] = trajectory(game.moves, r.hcps, [r.labels[offsets[i]:offsets[i + 1]] for i in range(len(r))],
-                                      [r.probs[offsets[i]:offsets[i + 1]] for i in range(len(r))], r.root_values,
-                                      r.results)
+        r = game.positions
+        offsets = r.offsets()
+        games[game.game_id] = trajectory(game.record.moves, r.hcps,
+                                         [r.labels[offsets[i]:offsets[i + 1]] for i in range(len(r))],
+                                         [r.probs[offsets[i]:offsets[i + 1]] for i in range(len(r))], r.root_values,
+                                         r.results)
     for g in games_of_driver(driver, cfg)["games"]:
         games[g["game_id"]] = trajectory(g["moves"], g["hcps"], g["labels"], g["probs"], g["root_values"])
     return games

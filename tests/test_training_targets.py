@@ -31,7 +31,7 @@ from azshogi.search import GumbelSearch, PuctSearch
 from azshogi.search.result import BatchSearchResult
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.shogi import features
-from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.game_record import TrainingPositions
 from azshogi.shogi.rules import Rules, Termination
 from azshogi.train.replay import Batch, ReplayBuffer, load_buffer
 from azshogi.train.trainer import Trainer
@@ -114,7 +114,7 @@ def play_to_the_end(selfplay: SelfPlay):
         finished = selfplay.step()
         if finished:
             [game] = finished
-            assert game.moves == selfplay.search.script  # it ended exactly where the script does
+            assert game.record.moves == selfplay.search.script  # it ended exactly where the script does
             return game
     raise AssertionError("the script ran out before the game ended")
 
@@ -209,15 +209,15 @@ def assert_results_by_side_to_move(hcps, results, winner) -> None:
 def test_every_ending_gives_each_position_the_result_of_its_side_to_move(ending, tmp_path):
     check_the_scenario(ending)
     game = play_to_the_end(new_selfplay(list(ending.moves), ending.rules, ending.sfen))
-    assert (game.termination, game.winner) == (ending.termination, ending.winner)
-    record = game.record
+    assert (game.record.termination, game.record.winner) == (ending.termination, ending.winner)
+    record = game.positions
     assert len(record) == len(ending.moves)
     assert_results_by_side_to_move(record.hcps, record.results, ending.winner)
     assert record.root_values.tolist() == [scripted_root_value(p) for p in range(len(ending.moves))]
 
     # The replay buffer's minibatches (mirrored rows too: a mirror image keeps its result).
     buffer = ReplayBuffer(capacity=64)
-    buffer.add_game(record)
+    buffer.extend(record)
     rng = np.random.default_rng(0)
     slots = buffer.sample_indices(64, rng)
     for mirrored in (None, rng.random(64) < 0.5):
@@ -265,10 +265,10 @@ def test_a_game_resumed_from_its_saved_state_keeps_each_positions_side():
     through."""
     rules, cap = Rules(), PlayoutCap(cheap_search_prob=0.5)
     through = play_to_the_end(new_selfplay(HELPMATE, rules, playout_cap=cap, seed=3))
-    plies = through.record.plies.tolist()
+    plies = through.positions.plies.tolist()
     assert any(p % 2 != i % 2 for i, p in enumerate(plies))  # the index's parity would be wrong
-    assert (through.termination, through.winner) == (Termination.CHECKMATE, BLACK)
-    assert_results_by_side_to_move(through.record.hcps, through.record.results, BLACK)
+    assert (through.record.termination, through.record.winner) == (Termination.CHECKMATE, BLACK)
+    assert_results_by_side_to_move(through.positions.hcps, through.positions.results, BLACK)
 
     first = new_selfplay(HELPMATE, rules, playout_cap=cap, seed=3)
     for _ in range(4):
@@ -276,9 +276,9 @@ def test_a_game_resumed_from_its_saved_state_keeps_each_positions_side():
     resumed = new_selfplay(HELPMATE, rules, playout_cap=cap, seed=3)
     resumed.load_state_dict(first.state_dict())
     game = play_to_the_end(resumed)
-    assert game.record.plies.tolist() == plies
-    assert_results_by_side_to_move(game.record.hcps, game.record.results, BLACK)
-    assert game.record.results.tolist() == through.record.results.tolist()
+    assert game.positions.plies.tolist() == plies
+    assert_results_by_side_to_move(game.positions.hcps, game.positions.results, BLACK)
+    assert game.positions.results.tolist() == through.positions.results.tolist()
 
 
 # --- the value target ---
@@ -379,7 +379,7 @@ def real_search_game(kind: str, min_policy_prob: float = 1e-4, plies: int = 4):
 @pytest.mark.parametrize("kind", ["gumbel", "puct"])
 def test_root_values_are_from_the_side_to_move_and_so_is_the_value_target(kind, tmp_path):
     game, _ = real_search_game(kind)
-    record = game.record
+    record = game.positions
     black_to_move = np.array([turn_of(h) == BLACK for h in record.hcps])
     assert black_to_move.any() and (~black_to_move).any()
     # Black is ahead: its positions' root values are positive, white's negative, within [-1, 1].
@@ -387,7 +387,7 @@ def test_root_values_are_from_the_side_to_move_and_so_is_the_value_target(kind, 
     assert (np.abs(record.root_values) <= 1).all()
 
     buffer = ReplayBuffer(capacity=16)
-    buffer.add_game(record)
+    buffer.extend(record)
     slots = np.arange(len(buffer))
     batch = buffer.gather(slots)
     assert batch.root_value == pytest.approx(record.root_values, abs=1e-3)  # float16
@@ -423,7 +423,7 @@ def test_the_policy_target_is_the_searchs_on_each_moves_own_label(kind, tmp_path
     assert dropped > 0  # entries below min_policy_prob were there to drop
 
     buffer = ReplayBuffer(capacity=16)
-    buffer.add_game(game.record)
+    buffer.extend(game.positions)
     assert [turn_of(h) for h in buffer.hcps[:len(calls)]] == [cshogi.Board(s).turn for (s,), _ in calls]
     assert_policy_rows(buffer.gather(np.arange(len(buffer))).policy, expected, legal, 2e-3)  # float16
     writer = Hcpe3Writer()
@@ -448,7 +448,7 @@ def test_scripted_policies_keep_their_proportions_after_the_floor():
     ending = ENDINGS[-1]  # the ply limit: five positions from the initial one
     game = play_to_the_end(new_selfplay(list(ending.moves), ending.rules))
     buffer = ReplayBuffer(capacity=16)
-    buffer.add_game(game.record)
+    buffer.extend(game.positions)
     batch = buffer.gather(np.arange(len(buffer)))
     board = cshogi.Board()
     for row, usi in enumerate(ending.moves):
@@ -467,15 +467,14 @@ def test_scripted_policies_keep_their_proportions_after_the_floor():
 
 # --- the replay window's sampling ---
 
-def tagged_game(game_id: int, first: int, length: int, entries: int) -> GameRecord:
+def tagged_game(game_id: int, first: int, length: int, entries: int) -> TrainingPositions:
     """`length` positions whose root values tag their absolute index (first, first + 1, ...)
     as index / 1024 (exact in float16), each with `entries` policy entries."""
     hcp = features.hcp_of(cshogi.Board())
-    offsets = np.arange(length + 1, dtype=np.int64) * entries
-    return GameRecord(game_id, np.repeat(hcp[None], length, axis=0), np.zeros(length, np.int8),
-                      (np.arange(first, first + length) / 1024).astype(np.float32),
-                      np.arange(length, dtype=np.int16), offsets,
-                      np.zeros(length * entries, np.int16), np.full(length * entries, 1.0 / entries, np.float32))
+    return TrainingPositions.of_game(game_id, np.repeat(hcp[None], length, axis=0), np.zeros(length),
+                                     (np.arange(first, first + length) / 1024).astype(np.float32), np.arange(length),
+                                     np.full(length, entries), np.zeros(length * entries),
+                                     np.full(length * entries, 1.0 / entries, np.float32))
 
 
 def sampled_indices(buffer: ReplayBuffer, n: int, rng) -> np.ndarray:
@@ -489,7 +488,7 @@ def test_minibatches_are_uniform_over_exactly_the_newest_positions(entries_per_p
     rng = np.random.default_rng(0)
     added = 0
     for game_id, (length, entries) in enumerate([(7, 1), (13, 3), (9, 1), (11, 4), (15, 2), (6, 5), (12, 1)]):
-        buffer.add_game(tagged_game(game_id, added, length, entries))
+        buffer.extend(tagged_game(game_id, added, length, entries))
         added += length
         window = np.arange(buffer.begin, buffer.end)
         assert buffer.end == added and len(window) > 0  # the window is the newest positions, in order

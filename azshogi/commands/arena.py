@@ -95,7 +95,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     """Player A against the ladder's rungs: a summary per rung, the rating, a JSON last line."""
     from pathlib import Path
 
-    from azshogi.formats.records import write_csa, write_kif
+    from azshogi.play.arena import write_game
     from azshogi.play.ladder import RUNGS, play_ladder, rung
     from azshogi.play.players import make_player
     from azshogi.play.usi_client import UsiError
@@ -111,15 +111,8 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
         records = Path(args.records) if args.records else None
 
         def keep(name, opponent, game) -> None:
-            if records is None:
-                return
-            names = (player.name, opponent.name) if game.a_is_black else (opponent.name, player.name)
-            path = records / name / f"game-{game.index:04d}.{args.format}"
-            if args.format == "csa":
-                write_csa(path, game.moves, game.termination, names, game.start_sfen, comment=game.reason,
-                          start_time=game.started)
-            else:
-                write_kif(path, game.moves, game.termination, names, game.start_sfen, start_time=game.started)
+            if records is not None:
+                write_game(records / name / f"game-{game.index:04d}.{args.format}", game, player.name, opponent.name)
 
         result = play_ladder(player, rungs, args.games, rules=rules, openings=args.openings, seed=args.seed * 2 + 1,
                              in_flight=args.in_flight, progress=not args.quiet, say=print, on_game=keep)

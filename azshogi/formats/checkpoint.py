@@ -37,7 +37,7 @@ import torch
 
 from azshogi.formats.files import atomic_writer
 from azshogi.formats.paths import checkpoint_number
-from azshogi.formats.replay_store import Positions
+from azshogi.shogi.game_record import TrainingPositions
 
 FORMAT = 2
 RUN_STATE = ("model", "trainer", "counters", "rng", "config")  # the run state's keys
@@ -144,9 +144,9 @@ def upgrade(state: dict, path: Path) -> dict:
 def _from_format_1(state: dict) -> dict:
     r = state["replay"]
     counts = r["entry_count"].numpy().astype(np.int64)
-    window = Positions(r["hcps"].numpy(), r["results"].numpy(), r["root_values"].numpy().astype(np.float16),
-                       r["plies"].numpy().astype(np.int16), r["game_ids"].numpy().astype(np.int64), counts,
-                       r["labels"].numpy().astype(np.int16), r["probs"].numpy().astype(np.float16))
+    window = TrainingPositions(r["hcps"].numpy(), r["results"].numpy(), r["root_values"].numpy().astype(np.float16),
+                               r["plies"].numpy().astype(np.int16), r["game_ids"].numpy().astype(np.int64), counts,
+                               r["labels"].numpy().astype(np.int16), r["probs"].numpy().astype(np.float16))
     end = int(r["total_added"])
     games = state["selfplay"]["games"]
     labels = [x.numpy() for g in games for x in g["labels"]]

@@ -41,7 +41,7 @@ import numpy as np
 from azshogi.formats.files import write_atomically
 from azshogi.formats.records import write_csa
 from azshogi.shogi import features
-from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.game_record import GameRecord, SelfPlayGame, TrainingPositions
 from azshogi.shogi.rules import Termination
 from azshogi.shogi.scores import eval_from_value, value_from_eval
 
@@ -129,29 +129,29 @@ def termination_of(result: int, board: cshogi.Board) -> Termination:
 
 # --- writing hcpe3 ---
 
-def encode_game(record: GameRecord, moves_usi: Sequence[str], termination: Termination,
-                winner: Optional[int], opponent: int = 0) -> bytes:
-    """One finished self-play game as hcpe3 bytes, every move of it. Record position i is the
-    one before moves_usi[record.plies[i]] (plies count from the game's start); its sparse policy
-    target becomes that move's candidates and its root value the eval (see the module
-    docstring). The moves with no record position (playout caps' cheap searches) are written
+def encode_game(game: SelfPlayGame, opponent: int = 0) -> bytes:
+    """One finished self-play game as hcpe3 bytes, every move of it. Training position i is the
+    one before move game.positions.plies[i] (plies count from the game's start); its sparse
+    policy target becomes that move's candidates and its root value the eval (see the module
+    docstring). The moves with no training position (playout caps' cheap searches) are written
     with no candidates and eval 0: dlshogi's readers, like azshogi's, replay such a move but take
-    no training position from it. The start position is record.hcps[0] when the record holds ply
-    0, else the initial position (self-play's). Costs a replay of the game (legal moves and
-    labels per recorded position) plus whole-game numpy work: about 10 us per position."""
-    num, offsets = len(moves_usi), record.policy_offsets
-    plies = record.plies.astype(np.int64)
-    recorded = np.full(num, -1, np.int64)  # per move: its record position, or -1
-    recorded[plies] = np.arange(len(record))
-    board = cshogi.Board()
-    if len(record) and plies[0] == 0:
-        board.set_hcp(record.hcps[0])
+    no training position from it. The start position is the first training position when it is
+    the game's first (ply 0), else the record's start. Costs a replay of the game (legal moves
+    and labels per training position) plus whole-game numpy work: about 10 us per position."""
+    record, positions = game.record, game.positions
+    num, offsets = len(record.moves), positions.offsets()
+    plies = positions.plies.astype(np.int64)
+    recorded = np.full(num, -1, np.int64)  # per move: its training position, or -1
+    recorded[plies] = np.arange(len(positions))
+    board = cshogi.Board(record.start_sfen) if record.start_sfen else cshogi.Board()
+    if len(positions) and plies[0] == 0:
+        board.set_hcp(positions.hcps[0])
     start_hcp = np.empty(32, np.uint8)
     board.to_hcp(start_hcp)
     selected = np.empty(num, np.uint16)
-    entry_move16 = np.empty(len(record.labels), np.uint16)
-    labels = record.labels.tolist()
-    for i, usi in enumerate(moves_usi):
+    entry_move16 = np.empty(len(positions.labels), np.uint16)
+    labels = positions.labels.tolist()
+    for i, usi in enumerate(record.moves):
         r = int(recorded[i])
         if r >= 0:
             # Labels are unique per position (one piece can reach a square from one direction),
@@ -163,9 +163,9 @@ def encode_game(record: GameRecord, moves_usi: Sequence[str], termination: Termi
         move = board.move_from_usi(usi)
         selected[i] = move & 0xFFFF
         board.push(move)
-    counts = visit_counts(record.probs, offsets)
+    counts = visit_counts(positions.probs, offsets)
     keep = counts > 0
-    position = plies[np.repeat(np.arange(len(record)), np.diff(offsets))][keep]  # each candidate's move
+    position = plies[np.repeat(np.arange(len(positions)), positions.entry_counts)][keep]  # each candidate's move
     per_position = np.bincount(position, minlength=num)
     before = np.concatenate([[0], np.cumsum(per_position)[:-1]]).astype(np.int64)
     # The moves as one uint16 stream: per move selectedMove16, eval, candidateNum, then
@@ -174,7 +174,7 @@ def encode_game(record: GameRecord, moves_usi: Sequence[str], termination: Termi
     words = np.empty(3 * num + 2 * len(position), np.uint16)
     words[starts] = selected
     evals = np.zeros(num, np.int16)
-    evals[plies] = eval_from_value(record.root_values)
+    evals[plies] = eval_from_value(positions.root_values)
     words[starts + 1] = evals.view(np.uint16)
     words[starts + 2] = per_position
     where = starts[position] + 3 + 2 * (np.arange(len(position)) - before[position])
@@ -183,7 +183,7 @@ def encode_game(record: GameRecord, moves_usi: Sequence[str], termination: Termi
     header = np.zeros(1, HCPE3_HEADER_DTYPE)
     header["hcp"] = start_hcp
     header["moveNum"] = num
-    header["result"] = result_byte(winner, termination)
+    header["result"] = result_byte(record.winner, record.termination)
     header["opponent"] = opponent
     return header.tobytes() + words.astype("<u2").tobytes()
 
@@ -198,9 +198,8 @@ class Hcpe3Writer:
     def games(self) -> int:
         return len(self._chunks)
 
-    def add(self, game) -> None:
-        """game: a selfplay.FinishedGame."""
-        self._chunks.append(encode_game(game.record, game.moves, game.termination, game.winner))
+    def add(self, game: SelfPlayGame) -> None:
+        self._chunks.append(encode_game(game))
 
     def flush(self, path: Path, append: bool = False) -> Optional[Path]:
         """Writes the pending games to `path` atomically (after what it holds, with append)
@@ -268,13 +267,13 @@ class Hcpe3Game:
         return winner_of(self.result)
 
     @property
-    def moves_usi(self) -> list[str]:
-        return [cshogi.move_to_usi(int(m)) for m in self.moves]
-
-    def start_sfen(self) -> str:
+    def record(self) -> GameRecord:
+        """The game as played (its start position as SFEN, or None for the initial position)."""
         board = cshogi.Board()
         board.set_hcp(self.start_hcp)
-        return board.sfen()
+        sfen = board.sfen()
+        start = None if sfen.split(" ")[:3] == cshogi.STARTING_SFEN.split(" ")[:3] else sfen
+        return GameRecord([cshogi.move_to_usi(int(m)) for m in self.moves], self.termination, self.winner, start)
 
 
 def _parse_game(data: bytes, offset: int, index: int, path: Path, board: cshogi.Board) -> tuple[Hcpe3Game, int]:
@@ -385,9 +384,9 @@ def _turns(hcps: np.ndarray) -> np.ndarray:
     return (hcps[:, 0] & 1).astype(np.int64)
 
 
-def records_from_file(path: Path, game_ids: Iterable[int]) -> list[GameRecord]:
-    """Training positions of an .hcpe or .hcpe3 file, chosen by the suffix, as replay-buffer
-    games taking their ids from `game_ids`. An hcpe file is one record with one-hot policies;
+def positions_from_file(path: Path, game_ids: Iterable[int]) -> list[TrainingPositions]:
+    """Training positions of an .hcpe or .hcpe3 file, chosen by the suffix, game by game, taking
+    their ids from `game_ids`. An hcpe file is one record with one-hot policies;
     hcpe3 positions whose move has no candidates (dlshogi's random opening moves) are left out."""
     path = Path(path)
     ids = iter(game_ids)
@@ -400,8 +399,8 @@ def records_from_file(path: Path, game_ids: Iterable[int]) -> list[GameRecord]:
         for value in np.unique(winners):
             rows = winners == value
             results[rows] = _results(winner_of(int(value)), _turns(hcps[rows]))
-        return [GameRecord(next(ids), hcps, results, value_from_eval(recs["eval"]), np.zeros(n, np.int16),
-                           np.arange(n + 1, dtype=np.int64), labels, np.ones(n, np.float32))]
+        return [TrainingPositions.of_game(next(ids), hcps, results, value_from_eval(recs["eval"]),
+                                          np.zeros(n, np.int16), np.ones(n, np.int64), labels, np.ones(n, np.float32))]
     if path.suffix == ".hcpe3":
         out = []
         for game in read_hcpe3(path):
@@ -413,20 +412,20 @@ def records_from_file(path: Path, game_ids: Iterable[int]) -> list[GameRecord]:
             visits = game.visits.astype(np.float32)
             probs = visits / np.repeat(np.add.reduceat(visits, offsets[:-1]), counts[kept])
             hcps = game.hcps[kept]
-            out.append(GameRecord(next(ids), hcps, _results(game.winner, _turns(hcps)),
-                                  value_from_eval(game.evals[kept]), kept.astype(np.int16), offsets,
-                                  game.labels, probs))
+            out.append(TrainingPositions.of_game(next(ids), hcps, _results(game.winner, _turns(hcps)),
+                                                 value_from_eval(game.evals[kept]), kept.astype(np.int16),
+                                                 counts[kept], game.labels, probs))
         return out
     raise DataFormatError(f"{path}: unknown data file type (expected a .hcpe or .hcpe3 file)")
 
 
-def load_records(paths: Sequence[Path]) -> list[GameRecord]:
+def load_positions(paths: Sequence[Path]) -> list[TrainingPositions]:
     """Every training position of the files; games get the ids -1, -2, ... (self-play games
     count up from 0, so the two never share an id)."""
     ids = iter(range(-1, -(1 << 62), -1))
     out = []
     for path in paths:
-        out.extend(records_from_file(Path(path), ids))
+        out.extend(positions_from_file(Path(path), ids))
     return out
 
 
@@ -440,11 +439,9 @@ def hcpe3_to_csa(hcpe3: Path, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for i, game in enumerate(games):
-        sfen = game.start_sfen()
-        start = None if sfen.split(" ")[:3] == cshogi.STARTING_SFEN.split(" ")[:3] else sfen
         path = out_dir / f"{hcpe3.stem}-{i:06d}.csa"
         comment = (f"{hcpe3.name} game {i}: result byte {game.result:#04x}, opponent {game.opponent}, "
                    f"{game.termination.name.lower()}")
-        write_csa(path, game.moves_usi, game.termination, ("black", "white"), start, comment)
+        write_csa(path, game.record, ("black", "white"), comment)
         written.append(path)
     return written

@@ -12,6 +12,7 @@ import cshogi
 from cshogi import CSA, KIF
 
 from azshogi.formats.files import write_atomically
+from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.rules import FOURFOLD, Termination
 
 # How each ending is written. KIF's words are from the view of cshogi's exporter: 'resign' =
@@ -135,19 +136,16 @@ def csa_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
     return exporter.f.getvalue()
 
 
-def write_kif(path: Path, moves_usi: Sequence[str], termination: Termination,
-              names: tuple[str, str] = ("black", "white"), start_sfen: Optional[str] = None,
-              start_time: Optional[datetime] = None) -> None:
-    """Writes a KIF record atomically (formats/files.py), in cp932 for .kif and UTF-8 for .kifu
-    as cshogi does; the folder is made if needed."""
+def write_kif(path: Path, record: GameRecord, names: tuple[str, str] = ("black", "white")) -> None:
+    """Writes a game's KIF record atomically (formats/files.py), in cp932 for .kif and UTF-8 for
+    .kifu as cshogi does; the folder is made if needed."""
     encoding = "utf-8" if Path(path).suffix == ".kifu" else "cp932"
-    text = kif_text(moves_usi, termination, names, start_sfen, start_time)
+    text = kif_text(record.moves, record.termination, names, record.start_sfen, record.started)
     write_atomically(Path(path), text.encode(encoding, errors="replace"))
 
 
-def write_csa(path: Path, moves_usi: Sequence[str], termination: Termination,
-              names: tuple[str, str] = ("black", "white"), start_sfen: Optional[str] = None,
-              comment: Optional[str] = None, start_time: Optional[datetime] = None) -> None:
-    """Writes a CSA record atomically (UTF-8); the folder is made if needed."""
-    write_atomically(Path(path), csa_text(moves_usi, termination, names, start_sfen, comment,
-                                          start_time).encode("utf-8"))
+def write_csa(path: Path, record: GameRecord, names: tuple[str, str] = ("black", "white"),
+              comment: Optional[str] = None) -> None:
+    """Writes a game's CSA record atomically (UTF-8); the folder is made if needed."""
+    write_atomically(Path(path), csa_text(record.moves, record.termination, names, record.start_sfen, comment,
+                                          record.started).encode("utf-8"))

@@ -3,8 +3,8 @@
 A checkpoint does not hold the replay window itself (500,000 positions are about 90 MB to
 serialize): each checkpoint first appends the positions that entered the buffer since the
 previous one to the store as one segment file, then records which segments its window spans
-(`{"begin", "end", "segments": [{"file", "first", "count"}, ...]}`). Positions are numbered in
-one stream per run (`first` is the absolute index of a segment's first position), so a window is
+(`{"begin", "end", "segments": [{"file", "first", "count"}, ...]}`). Positions are numbered in one
+stream per run (`first` is the absolute index of a segment's first position), so a window is
 read back from the tails and heads of the segments it overlaps. Segments no kept checkpoint
 refers to are deleted (`ReplayStore.prune`).
 
@@ -36,14 +36,13 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from azshogi.formats.files import atomic_writer
-from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.game_record import TrainingPositions
 
 MAGIC = b"AZREPLY1"
 _HEADER = struct.Struct("<8sQQQ")
@@ -56,59 +55,9 @@ class ReplayStoreError(RuntimeError):
     """A segment file is missing, truncated or corrupt; the message names it."""
 
 
-@dataclass
-class Positions:
-    """Replay positions in stream order (P positions, E policy entries): what the replay buffer
-    takes in and gives out, and what a segment file holds.
-
-    hcps (P, 32) uint8; results (P,) int8; root_values (P,) float16; plies (P,) int16;
-    game_ids (P,) int64; entry_counts (P,) int64, the policy entries of each position, which
-    follow each other in labels (E,) int16 and probs (E,) float16."""
-
-    hcps: np.ndarray
-    results: np.ndarray
-    root_values: np.ndarray
-    plies: np.ndarray
-    game_ids: np.ndarray
-    entry_counts: np.ndarray
-    labels: np.ndarray
-    probs: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.entry_counts)
-
-    @classmethod
-    def empty(cls) -> "Positions":
-        return cls(np.zeros((0, 32), np.uint8), np.zeros(0, np.int8), np.zeros(0, np.float16),
-                   np.zeros(0, np.int16), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int16),
-                   np.zeros(0, np.float16))
-
-    @classmethod
-    def of_game(cls, game: GameRecord) -> "Positions":
-        n = len(game)
-        return cls(np.asarray(game.hcps, np.uint8).reshape(n, 32), np.asarray(game.results, np.int8),
-                   np.asarray(game.root_values).astype(np.float16), np.asarray(game.plies, np.int16),
-                   np.full(n, game.game_id, np.int64), np.diff(np.asarray(game.policy_offsets, np.int64)),
-                   np.asarray(game.labels, np.int16), np.asarray(game.probs).astype(np.float16))
-
-    @classmethod
-    def concatenate(cls, blocks: Sequence["Positions"]) -> "Positions":
-        if not blocks:
-            return cls.empty()
-        return cls(*(np.concatenate([getattr(b, f.name) for b in blocks]) for f in fields(cls)))
-
-    def slice(self, start: int, stop: int) -> "Positions":
-        """Positions [start, stop) with their policy entries."""
-        offsets = np.concatenate([[0], np.cumsum(self.entry_counts)])
-        lo, hi = int(offsets[start]), int(offsets[stop])
-        return Positions(self.hcps[start:stop], self.results[start:stop], self.root_values[start:stop],
-                         self.plies[start:stop], self.game_ids[start:stop], self.entry_counts[start:stop],
-                         self.labels[lo:hi], self.probs[lo:hi])
-
-
 # --- one segment file ---
 
-def _payload(block: Positions) -> list[bytes]:
+def _payload(block: TrainingPositions) -> list[bytes]:
     if len(block) and int(block.entry_counts.max()) > MAX_ENTRIES_PER_POSITION:
         raise ValueError(f"a position with {int(block.entry_counts.max())} policy entries cannot be stored")
     arrays = [(block.hcps, np.uint8), (block.results, np.int8), (block.root_values, "<f2"), (block.plies, "<i2"),
@@ -116,7 +65,7 @@ def _payload(block: Positions) -> list[bytes]:
     return [np.ascontiguousarray(a, dtype).tobytes() for a, dtype in arrays]
 
 
-def encode(block: Positions, first: int) -> bytes:
+def encode(block: TrainingPositions, first: int) -> bytes:
     """The bytes of a segment file holding `block` as positions first, first + 1, ..."""
     body = _HEADER.pack(MAGIC, first, len(block), len(block.labels)) + b"".join(_payload(block))
     return body + hashlib.blake2b(body, digest_size=_DIGEST_BYTES).digest()
@@ -126,7 +75,7 @@ def segment_name(data: bytes, first: int) -> str:
     return f"{first:012d}-{data[-_DIGEST_BYTES:][:8].hex()}.seg"
 
 
-def decode(data: bytes, where: str) -> tuple[int, Positions]:
+def decode(data: bytes, where: str) -> tuple[int, TrainingPositions]:
     """(first, positions) of a segment file's bytes; ReplayStoreError naming `where` if they are not one."""
     if len(data) < _HEADER.size + _DIGEST_BYTES or not data.startswith(MAGIC):
         raise ReplayStoreError(f"{where}: not a replay segment file")
@@ -150,7 +99,7 @@ def decode(data: bytes, where: str) -> tuple[int, Positions]:
     labels, probs = take("<i2", entries), take("<f2", entries)
     if int(counts.sum()) != entries:
         raise ReplayStoreError(f"{where}: corrupt replay segment (entry counts do not add up)")
-    block = Positions(hcps, results, root_values.astype(np.float16), plies.astype(np.int16),
+    block = TrainingPositions(hcps, results, root_values.astype(np.float16), plies.astype(np.int16),
                       game_ids.astype(np.int64), counts, labels.astype(np.int16), probs.astype(np.float16))
     return int(first), block
 
@@ -163,7 +112,7 @@ class ReplayStore:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
 
-    def write(self, block: Positions, first: int) -> dict:
+    def write(self, block: TrainingPositions, first: int) -> dict:
         """Stores positions first, first + 1, ... (atomically, fsynced); returns the reference a
         checkpoint keeps: {"file", "first", "count"}."""
         data = encode(block, first)
@@ -172,7 +121,7 @@ class ReplayStore:
             f.write(data)
         return {"file": name, "first": first, "count": len(block)}
 
-    def read(self, segments: Sequence[dict], begin: int, end: int) -> Positions:
+    def read(self, segments: Sequence[dict], begin: int, end: int) -> TrainingPositions:
         """Positions [begin, end) from the referenced segments, which must cover them."""
         blocks, at = [], begin
         for ref in sorted(segments, key=lambda r: int(r["first"])):
@@ -197,7 +146,7 @@ class ReplayStore:
             at = min(end, first + count)
         if at < end:
             raise ReplayStoreError(f"{self.directory}: no segment holds replay positions {at} to {end - 1}")
-        return Positions.concatenate(blocks)
+        return TrainingPositions.concatenate(blocks)
 
     def files(self) -> list[Path]:
         if not self.directory.is_dir():

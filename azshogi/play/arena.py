@@ -23,6 +23,7 @@ from tqdm import tqdm
 from azshogi.formats.records import write_csa, write_kif
 from azshogi.play.elo import EloEstimate, estimate
 from azshogi.play.players import Choice, Player, Turn
+from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.positions import board_after, read_openings
 from azshogi.shogi.rules import Rules, Termination, declaration_wins, outcome, winner
 
@@ -76,30 +77,40 @@ class Openings:
 
 
 @dataclass
-class GameResult:
+class MatchGame:
+    """One game of a match: its record (the moves from the start position, the opening's
+    included; `started` when its opening was set up) and the match's view of it: which game it
+    was, whether player A had black, and what ended it in words (`reason`, the CSA comment)."""
+
     index: int
     a_is_black: bool
-    winner: Optional[int]  # cshogi.BLACK, cshogi.WHITE, or None for a draw
-    termination: Termination
     reason: str
-    moves: list  # USI moves from the start position, the opening's included
-    start_sfen: Optional[str]
-    opening_plies: int
-    started: Optional[datetime] = None  # when the game began (its opening was set up)
+    record: GameRecord
 
     @property
     def a_score(self) -> float:
-        if self.winner is None:
+        """Player A's points: 1, 0.5 for a draw, or 0."""
+        if self.record.winner is None:
             return 0.5
         a_colour = cshogi.BLACK if self.a_is_black else cshogi.WHITE
-        return 1.0 if self.winner == a_colour else 0.0
+        return 1.0 if self.record.winner == a_colour else 0.0
+
+
+def write_game(path: Path, game: MatchGame, name_a: str, name_b: str) -> None:
+    """A match game's record, CSA (the reason as its comment) or KIF by `path`'s suffix, the
+    players named by colour; atomically, the folder made if needed."""
+    names = (name_a, name_b) if game.a_is_black else (name_b, name_a)
+    if Path(path).suffix == ".csa":
+        write_csa(path, game.record, names, comment=game.reason)
+    else:
+        write_kif(path, game.record, names)
 
 
 @dataclass
 class MatchResult:
     name_a: str
     name_b: str
-    games: list = field(default_factory=list)  # GameResult, in index order
+    games: list = field(default_factory=list)  # MatchGame, in index order
 
     @property
     def wins(self) -> int:
@@ -153,7 +164,7 @@ class MatchResult:
             "player_a": self.name_a, "player_b": self.name_b,
             "a_black": side([g for g in self.games if g.a_is_black]),
             "a_white": side([g for g in self.games if not g.a_is_black]),
-            "mean_plies": round(float(np.mean([len(g.moves) for g in self.games])), 1) if self.games else 0.0,
+            "mean_plies": round(float(np.mean([len(g.record) for g in self.games])), 1) if self.games else 0.0,
         }
 
 
@@ -163,7 +174,6 @@ class _Game:
     a_is_black: bool
     start_sfen: Optional[str]
     moves: list
-    opening_plies: int
     board: cshogi.Board
     first_ply: int  # plies before the start position (from its SFEN move number)
     seen: collections.Counter = field(default_factory=collections.Counter)
@@ -174,16 +184,16 @@ class _Game:
         return self.first_ply + len(self.moves)
 
 
-def _end(game: _Game, winner: Optional[int], termination: Termination, reason: str) -> GameResult:
-    return GameResult(game.index, game.a_is_black, winner, termination, reason, list(game.moves),
-                      game.start_sfen, game.opening_plies, game.started)
+def _end(game: _Game, winner: Optional[int], termination: Termination, reason: str) -> MatchGame:
+    return MatchGame(game.index, game.a_is_black, reason,
+                     GameRecord(list(game.moves), termination, winner, game.start_sfen, game.started))
 
 
 _REASONS = {Termination.CHECKMATE: "{winner} won by checkmate", Termination.REPETITION: "repetition",
             Termination.PERPETUAL_CHECK: "{loser} gave perpetual check", Termination.MAX_PLIES: "ply limit"}
 
 
-def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
+def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[MatchGame]:
     """Plays a player's choice; returns the result when the game ends (rules.outcome, as a
     referee: fourfold repetition, an impasse only when declared)."""
     board = game.board
@@ -216,7 +226,7 @@ def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[GameResult]:
 def play_match(player_a: Player, player_b: Player, games: int, *, openings: Optional[Openings] = None,
                rules: Rules = Rules(), in_flight: int = 16, records_dir: Optional[Path] = None,
                record_format: str = "csa", progress: bool = True,
-               on_game: Optional[Callable[[GameResult], None]] = None) -> MatchResult:
+               on_game: Optional[Callable[[MatchGame], None]] = None) -> MatchResult:
     """Plays `games` games, A black in even-numbered games; game 2k and 2k+1 share opening k.
     Records go to `records_dir/game-NNNN.csa|kif` when given."""
     if games < 1 or in_flight < 1:
@@ -229,18 +239,19 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
         records_dir.mkdir(parents=True, exist_ok=True)
     pending = collections.deque(range(games))
     active: list[_Game] = []
-    finished: list[GameResult] = []
+    finished: list[MatchGame] = []
     bar = tqdm(total=games, desc=f"{player_a.name} vs {player_b.name}", unit="game", leave=False,
                disable=not progress, dynamic_ncols=True, file=sys.stderr)
     score = [0, 0, 0]
 
-    def finish(game: _Game, outcome: GameResult) -> None:
+    def finish(game: _Game, outcome: MatchGame) -> None:
         for player in (player_a, player_b):
             player.end_game(game.index)
         finished.append(outcome)
         score[{1.0: 0, 0.0: 1, 0.5: 2}[outcome.a_score]] += 1
         if records_dir is not None:
-            _write_record(records_dir, outcome, player_a.name, player_b.name, record_format)
+            write_game(records_dir / f"game-{outcome.index:04d}.{record_format}", outcome, player_a.name,
+                       player_b.name)
         if on_game:
             on_game(outcome)
         bar.update(1)
@@ -252,7 +263,7 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
                 index = pending.popleft()
                 start, opening = openings.get(index // 2)
                 board = board_after(start, opening)
-                game = _Game(index, index % 2 == 0, start, list(opening), len(opening), board,
+                game = _Game(index, index % 2 == 0, start, list(opening), board,
                              (cshogi.Board(start).move_number - 1) if start else 0)
                 game.seen[board.zobrist_hash()] += 1
                 for player in (player_a, player_b):
@@ -279,13 +290,3 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
                 player.end_game(game.index)
     result.games = sorted(finished, key=lambda g: g.index)
     return result
-
-
-def _write_record(directory: Path, game: GameResult, name_a: str, name_b: str, fmt: str) -> None:
-    names = (name_a, name_b) if game.a_is_black else (name_b, name_a)
-    path = directory / f"game-{game.index:04d}.{fmt}"
-    if fmt == "csa":
-        write_csa(path, game.moves, game.termination, names, game.start_sfen, comment=game.reason,
-                  start_time=game.started)
-    else:
-        write_kif(path, game.moves, game.termination, names, game.start_sfen, start_time=game.started)

@@ -36,10 +36,9 @@ from azshogi.config import Config, ConfigError, to_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.files import atomic_writer, write_atomically
 from azshogi.formats.paths import RunPaths
-from azshogi.formats.records import write_csa
 from azshogi.nn.evaluator import make_evaluator
 from azshogi.nn.network import from_config
-from azshogi.play.arena import GameResult, MatchResult, Openings, play_match
+from azshogi.play.arena import MatchGame, MatchResult, Openings, play_match, write_game
 from azshogi.play.engine import EngineSettings
 from azshogi.play.ladder import RUNGS, Rating, nearest_rungs, play_ladder, rung
 from azshogi.play.players import Player, SearchPlayer, UsiPlayer
@@ -121,11 +120,9 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
     history = _history(paths)
     history = [h for h in history if h["checkpoint"] < when.checkpoint]  # a resumed run redoes later ones
 
-    def keep_record(label: str, opponent: Player, game: GameResult) -> None:
+    def keep_record(label: str, opponent: Player, game: MatchGame) -> None:
         if game.index < ec.records_saved:
-            names = (current.name, opponent.name) if game.a_is_black else (opponent.name, current.name)
-            write_csa(paths.eval_record(when.checkpoint, label, game.index), game.moves, game.termination, names,
-                      game.start_sfen, comment=game.reason, start_time=game.started)
+            write_game(paths.eval_record(when.checkpoint, label, game.index), game, current.name, opponent.name)
 
     ladder = play_ladder(current, _rungs(cfg, history), ec.games, rules=rules, openings=openings, seed=seed + 1,
                          in_flight=ec.games, progress=progress, say=say, on_game=keep_record)

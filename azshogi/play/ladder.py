@@ -231,7 +231,7 @@ def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: s
                 on_game: Optional[Callable[[str, object, object], None]] = None) -> LadderResult:
     """Plays `player` against each rung (`games` games, colours alternating). A rung that
     cannot be played (Fairy-Stockfish missing, or crashing) is left out with a one-line note
-    through `say`; the others are played. on_game(rung name, opponent, GameResult) per game."""
+    through `say`; the others are played. on_game(rung name, opponent, arena.MatchGame) per game."""
     from azshogi.play.arena import Openings, play_match
     from azshogi.play.usi_client import UsiError
 

@@ -1,9 +1,9 @@
 """Self-play: `num_actors` games in flight, advanced together one move per search.
 
 Every actor owns one cshogi Board and the training positions its game has produced so far (ply,
-hcp, sparse policy target, root value), which become a GameRecord for the replay buffer when the
-game ends. Games in progress survive a training phase and a checkpoint (`state_dict`:
-in_progress.py's flat arrays).
+hcp, sparse policy target, root value); when the game ends they become a SelfPlayGame
+(shogi/game_record.py): its record and its training positions. Games in progress survive a
+training phase and a checkpoint (`state_dict`: in_progress.py's flat arrays).
 
 Playout-cap randomization (KataGo, Wu 2019; `PlayoutCap`): before each move an actor draws from
 its game's own random stream whether the move gets the full search or a cheap one of fewer
@@ -16,15 +16,14 @@ The loop drives self-play through a `SelfPlayDriver` (drivers.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import cshogi
 import numpy as np
 
 from azshogi.selfplay import in_progress
 from azshogi.shogi import features
-from azshogi.shogi.game_record import GameRecord
-from azshogi.shogi.rules import Outcome, Rules, Termination, outcome, winner
+from azshogi.shogi.game_record import GameRecord, SelfPlayGame, TrainingPositions
+from azshogi.shogi.rules import Outcome, Rules, outcome, winner
 
 
 def game_rng(seed: int, game_id: int) -> np.random.Generator:
@@ -65,18 +64,6 @@ class Actor:
         return len(self.moves)
 
 
-@dataclass
-class FinishedGame:
-    record: GameRecord  # its training positions: every move's, or (playout caps) the full searches'
-    moves: list  # USI
-    termination: Termination
-    winner: Optional[int]  # cshogi.BLACK, cshogi.WHITE, or None for a draw
-
-    @property
-    def length(self) -> int:
-        return len(self.moves)
-
-
 def sparse_policy(labels: np.ndarray, probs: np.ndarray, min_prob: float) -> tuple[np.ndarray, np.ndarray]:
     """Drops entries below `min_prob` (keeping the largest) and renormalises."""
     keep = probs >= min_prob
@@ -110,7 +97,7 @@ class SelfPlay:
             return np.ones(len(self.actors), np.bool_)
         return np.array([a.rng.random() >= p for a in self.actors], np.bool_)
 
-    def step(self) -> list[FinishedGame]:
+    def step(self) -> list[SelfPlayGame]:
         """Searches every game once, plays the chosen moves; returns the games that ended."""
         actors = self.actors
         boards = [a.board for a in actors]
@@ -146,18 +133,17 @@ class SelfPlay:
         actor.probs.append(probs)
         actor.root_values.append(float(result.root_value[i]))
 
-    def _finish(self, actor: Actor, end: Outcome) -> FinishedGame:
+    def _finish(self, actor: Actor, end: Outcome) -> SelfPlayGame:
         win = winner(actor.board.turn, end.value)
         plies = np.array(actor.plies, np.int64)
         turns = plies % 2  # games start from the initial position, black to move
         results = np.zeros(len(plies), np.int8) if win is None else np.where(turns == win, 1, -1).astype(np.int8)
-        offsets = np.zeros(len(plies) + 1, np.int64)
-        offsets[1:] = np.cumsum([len(lab) for lab in actor.labels])
-        record = GameRecord(actor.game_id, np.array(actor.hcps, np.uint8).reshape(len(plies), 32), results,
-                            np.array(actor.root_values, np.float32), plies.astype(np.int16), offsets,
-                            np.concatenate([np.zeros(0, np.int16)] + actor.labels),
-                            np.concatenate([np.zeros(0, np.float32)] + actor.probs))
-        return FinishedGame(record, list(actor.moves), end.termination, win)
+        labels = np.concatenate([np.zeros(0, np.int16)] + actor.labels)
+        probs = np.concatenate([np.zeros(0, np.float32)] + actor.probs)
+        positions = TrainingPositions.of_game(actor.game_id, np.array(actor.hcps, np.uint8), results,
+                                              np.array(actor.root_values, np.float32), plies,
+                                              [len(lab) for lab in actor.labels], labels, probs)
+        return SelfPlayGame(actor.game_id, GameRecord(list(actor.moves), end.termination, win), positions)
 
     # --- games in progress, for checkpoints and pipes: flat arrays (in_progress.py) ---
 

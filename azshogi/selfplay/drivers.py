@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Iterator, Protocol
 
-from azshogi.selfplay.actors import FinishedGame, SelfPlay
+from azshogi.selfplay.actors import SelfPlay
+from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.network_io import EvaluatorTotals
 
 
@@ -48,7 +49,7 @@ def totals_of(selfplay: SelfPlay) -> SelfPlayTotals:
 class SelfPlayDriver(Protocol):
     processes: int  # processes that search
 
-    def play(self, until: Callable[[], bool]) -> Iterator[FinishedGame]:
+    def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         """Plays until `until()` is true (asked between moves), yielding each game as it ends;
         when the iterator is exhausted, every game in progress is paused between two moves."""
         ...
@@ -72,7 +73,7 @@ class InProcessSelfPlay:
     def __init__(self, selfplay: SelfPlay):
         self.selfplay = selfplay
 
-    def play(self, until: Callable[[], bool]) -> Iterator[FinishedGame]:
+    def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         while not until():
             yield from self.selfplay.step()
 

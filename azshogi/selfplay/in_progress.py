@@ -1,5 +1,6 @@
 """Games in progress, paused between two moves, as a few flat arrays: what a checkpoint holds
-and what a self-play worker sends through its pipe (as GameRecord holds a finished game).
+and what a self-play worker sends through its pipe (as shogi/game_record.TrainingPositions hold a
+finished game's).
 
 For G games with P recorded positions and E policy entries in all:
 

@@ -47,7 +47,7 @@ from typing import Callable, Iterator, Optional
 
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.actors import FinishedGame, PlayoutCap
+from azshogi.selfplay.actors import PlayoutCap
 from azshogi.selfplay.drivers import SelfPlayTotals, totals_of
 from azshogi.selfplay.server import (
     ClientHandle,
@@ -56,6 +56,7 @@ from azshogi.selfplay.server import (
     ServerGone,
     WorkerError,
 )
+from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.rules import Rules
 
 STARTUP_TIMEOUT_S = 300.0  # spawn, import torch and build the search, on a busy machine
@@ -181,7 +182,7 @@ class WorkerSelfPlay:
 
     # --- the driver interface ---
 
-    def play(self, until: Callable[[], bool]) -> Iterator[FinishedGame]:
+    def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         self._ensure_started()
         stopping = until()
         if not stopping:

@@ -40,6 +40,7 @@ from azshogi.search import make_search
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
 from azshogi.selfplay.workers import WorkerSelfPlay
+from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.rules import rules_of
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
@@ -288,12 +289,12 @@ class Loop:
         try:
             with self.clock.phase("selfplay"):
                 for game in self.selfplay.play(until=between_moves):  # ends with the games in progress paused
-                    self.replay.add_game(game.record)
-                    positions = len(game.record)  # its training positions: every move, or the fully searched
+                    self.replay.extend(game.positions)
+                    positions = len(game.positions)  # every move's, or the fully searched moves'
                     c.games += 1
                     c.positions += positions
                     c.positions_since_checkpoint += positions
-                    stats.add_game(game.length, positions, game.termination, game.winner)
+                    stats.add_game(game)
                     with self.clock.phase("records"):
                         self.write_records(game, stats.games)
             progress.update(stats, force=True)
@@ -303,14 +304,12 @@ class Loop:
         stats.play = self.selfplay.counters() - start  # times summed over workers
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
 
-    def write_records(self, game, games_in_phase: int) -> None:
+    def write_records(self, game: SelfPlayGame, games_in_phase: int) -> None:
         """hcpe3 (at the next checkpoint) and, for the first games of a phase, KIF."""
         if self.hcpe3 is not None:
             self.hcpe3.add(game)
         if games_in_phase <= self.cfg.loop.selfplay_games_saved:
-            path = self.paths.kif(self.counters.checkpoints + 1, game.record.game_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_kif(path, game.moves, game.termination, ("azshogi", "azshogi"))
+            write_kif(self.paths.kif(self.counters.checkpoints + 1, game.game_id), game.record, ("azshogi", "azshogi"))
 
     def train_phase(self) -> TrainPhaseStats:
         cfg, c, stats = self.cfg, self.counters, TrainPhaseStats()

@@ -21,10 +21,12 @@ import collections
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator
+
+import cshogi
 
 from azshogi.selfplay.drivers import SelfPlayTotals
-from azshogi.shogi.rules import Termination
+from azshogi.shogi.game_record import SelfPlayGame
 
 PHASES = ("selfplay", "pause", "train", "checkpoint", "eval", "records")
 LABELS = {"selfplay": "self-play", "pause": "pause/resume", "train": "train", "checkpoint": "checkpoint",
@@ -52,15 +54,15 @@ class SelfPlayPhaseStats:
     # its `moves` are `moves`).
     play: SelfPlayTotals = field(default_factory=SelfPlayTotals)
 
-    def add_game(self, length: int, positions: int, termination: Termination, winner: Optional[int]) -> None:
-        """A finished game of `length` moves, `positions` of them training positions."""
+    def add_game(self, game: SelfPlayGame) -> None:
+        """A finished game."""
         self.games += 1
-        self.game_moves += length
-        self.positions += positions
-        self.terminations[termination] += 1
-        if winner is None:
+        self.game_moves += game.length
+        self.positions += len(game.positions)
+        self.terminations[game.record.termination] += 1
+        if game.record.winner is None:
             self.draws += 1
-        elif winner == 0:
+        elif game.record.winner == cshogi.BLACK:
             self.black_wins += 1
         else:
             self.white_wins += 1

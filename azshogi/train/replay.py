@@ -20,12 +20,12 @@ from typing import Optional, Sequence
 import cshogi
 import numpy as np
 
-from azshogi.formats.dlshogi import DataFormatError, load_records
+from azshogi.formats.dlshogi import DataFormatError, load_positions
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import replay_store_of
-from azshogi.formats.replay_store import Positions, ReplayStore
+from azshogi.formats.replay_store import ReplayStore
 from azshogi.shogi import features
-from azshogi.shogi.game_record import GameRecord
+from azshogi.shogi.game_record import TrainingPositions
 
 # Room for policy entries per position: improved-policy targets keep about 10-60 moves above
 # the probability floor; positions are evicted early if they need more on average.
@@ -73,10 +73,7 @@ class ReplayBuffer:
         """Positions added since the run began (the absolute index of the next one)."""
         return self.end
 
-    def add_game(self, game: GameRecord) -> None:
-        self.extend(Positions.of_game(game))
-
-    def extend(self, block: Positions) -> None:
+    def extend(self, block: TrainingPositions) -> None:
         """Adds positions at the end of the window. The oldest positions leave when either ring
         is full: the window becomes the longest suffix of (window + block) that fits both rings,
         which is what adding the positions one at a time would leave."""
@@ -118,21 +115,21 @@ class ReplayBuffer:
         self.entry_begin = entry_start(lo)
         self.begin, self.end, self.entry_end = lo, new_end, new_entry_end
 
-    def positions(self, start: int, stop: int) -> Positions:
+    def positions(self, start: int, stop: int) -> TrainingPositions:
         """Positions [start, stop) (absolute indices inside the live window), oldest first."""
         if not self.begin <= start <= stop <= self.end:
             raise ValueError(f"positions [{start}, {stop}) are not all in the window [{self.begin}, {self.end})")
         if start == stop:
-            return Positions.empty()
+            return TrainingPositions.empty()
         slots = np.arange(start, stop) % self.capacity
         last = slots[-1]
         where = np.arange(int(self.entry_start[slots[0]]),
                           int(self.entry_start[last]) + int(self.entry_count[last])) % self.entry_capacity
-        return Positions(self.hcps[slots], self.results[slots], self.root_values[slots], self.plies[slots],
+        return TrainingPositions(self.hcps[slots], self.results[slots], self.root_values[slots], self.plies[slots],
                          self.game_ids[slots], self.entry_count[slots].astype(np.int64), self.labels[where],
                          self.probs[where])
 
-    def restore(self, first: int, block: Positions) -> None:
+    def restore(self, first: int, block: TrainingPositions) -> None:
         """Replaces the window with `block`, numbered from `first`; if this buffer is smaller than
         the block, the newest positions are kept."""
         self.__init__(self.capacity, self.entry_capacity // self.capacity)
@@ -240,21 +237,21 @@ class StoredReplay:
 
 def load_buffer(paths: Sequence[Path]) -> ReplayBuffer:
     """A replay buffer holding exactly the training positions of the files."""
-    records = load_records(paths)
-    positions = sum(len(r) for r in records)
+    games = load_positions(paths)
+    positions = sum(len(g) for g in games)
     if positions == 0:
         raise DataFormatError(f"no training positions in {', '.join(str(p) for p in paths)}")
-    entries = sum(len(r.labels) for r in records)
+    entries = sum(len(g.labels) for g in games)
     buffer = ReplayBuffer(positions, max(1, math.ceil(entries / positions)))
-    for record in records:
-        buffer.add_game(record)
+    for game in games:
+        buffer.extend(game)
     return buffer
 
 
 def seed_buffer(buffer: ReplayBuffer, paths: Sequence[Path]) -> int:
     """Adds the files' positions to a replay buffer (the newest `capacity` stay); returns how
     many positions were read."""
-    records = load_records(paths)
-    for record in records:
-        buffer.add_game(record)
-    return sum(len(r) for r in records)
+    games = load_positions(paths)
+    for game in games:
+        buffer.extend(game)
+    return sum(len(g) for g in games)

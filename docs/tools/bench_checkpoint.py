@@ -15,8 +15,8 @@ flight, then times:
 - pause/resume: gathering the games in progress from `--workers` worker processes and giving
   them back (`state_dict()` then `load_state_dict()`), the round trip of a checkpoint's pause.
 
-It uses only interfaces older versions share (Loop, SelfPlay, GameRecord, the worker driver), so
-the same file measures a version from before the replay store. Prints one JSON line.
+It uses only interfaces older versions share (Loop, SelfPlay, a finished game's positions, the
+worker driver), so the same file measures a version from before the replay store. Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class _Result:
 
 
 def random_game_pool(games: int, plies: int, seed: int) -> list:
-    """Finished-game records of random play (GameRecord), to be repeated into a full window."""
+    """The training positions of random games, to be repeated into a full window."""
     from azshogi.selfplay.actors import SelfPlay
     from azshogi.shogi.rules import Rules
 
@@ -71,18 +71,24 @@ def random_game_pool(games: int, plies: int, seed: int) -> list:
     finished = []
     while len(finished) < games:
         finished += selfplay.step()
-    return [g.record for g in finished[:games]]
+    # This tree's games carry TrainingPositions; older trees' a GameRecord of positions.
+    return [g.positions if hasattr(g, "positions") else g.record for g in finished[:games]]
 
 
 def fill_replay(loop, pool: list, positions: int, first_game_id: int) -> int:
-    """Adds records from `pool` (fresh game ids) until `positions` more positions are in."""
-    from azshogi.shogi.game_record import GameRecord
+    """Adds games from `pool` (fresh game ids) until `positions` more positions are in."""
+    import dataclasses
+
+    from azshogi.shogi import game_record
 
     added, game_id = 0, first_game_id
     while added < positions:
         r = pool[game_id % len(pool)]
-        loop.replay.add_game(GameRecord(game_id, r.hcps, r.results, r.root_values, r.plies, r.policy_offsets,
-                                        r.labels, r.probs))
+        if hasattr(r, "game_ids"):  # this tree's TrainingPositions
+            loop.replay.extend(dataclasses.replace(r, game_ids=np.full(len(r), game_id, np.int64)))
+        else:  # an older tree's GameRecord of positions
+            loop.replay.add_game(game_record.GameRecord(game_id, r.hcps, r.results, r.root_values, r.plies,
+                                                        r.policy_offsets, r.labels, r.probs))
         added += len(r)
         game_id += 1
     return game_id
