@@ -73,19 +73,29 @@ class Player:
         return None
 
 
-class RandomPlayer(Player):
-    """Uniformly random legal moves: the weakest anchor."""
+class OnePlyPlayer(Player):
+    """A built-in baseline that looks at one turn at a time: it declares an impasse win when the
+    rules allow it, else plays `move(turn)`, drawing from its own seeded stream."""
 
-    def __init__(self, seed: int = 0, name: str = "random"):
+    def __init__(self, seed: int = 0, name: str = ""):
         self.rng = np.random.default_rng(seed)
-        self.name = name
+        self.name = name or self.name
 
     def choose(self, turns):
-        out = []
-        for turn in turns:
-            moves = list(turn.board.legal_moves)
-            out.append(self._declaration(turn) or Choice(cshogi.move_to_usi(moves[self.rng.integers(len(moves))])))
-        return out
+        return [self._declaration(turn) or self.move(turn) for turn in turns]
+
+    def move(self, turn: Turn) -> Choice:
+        raise NotImplementedError
+
+
+class RandomPlayer(OnePlyPlayer):
+    """Uniformly random legal moves: the weakest anchor."""
+
+    name = "random"
+
+    def move(self, turn: Turn) -> Choice:
+        moves = list(turn.board.legal_moves)
+        return Choice(cshogi.move_to_usi(moves[self.rng.integers(len(moves))]))
 
 
 # Piece values in pawns (cshogi piece types 1..14: p l n s b r g k +p +l +n +s +b +r), a common
@@ -108,31 +118,21 @@ def material_gain(move: int) -> float:
     return gain
 
 
-class GreedyPlayer(Player):
+class GreedyPlayer(OnePlyPlayer):
     """One ply deep: mates in one when it can, else the move that wins the most material
     (captures and promotions), ties broken at random. Blind to what the opponent answers."""
 
-    def __init__(self, seed: int = 0, name: str = "greedy"):
-        self.rng = np.random.default_rng(seed)
-        self.name = name
+    name = "greedy"
 
-    def choose(self, turns):
-        out = []
-        for turn in turns:
-            declared = self._declaration(turn)
-            if declared:
-                out.append(declared)
-                continue
-            board = turn.board
-            mate = board.mate_move_in_1ply() if not board.is_check() else 0
-            if mate:
-                out.append(Choice(cshogi.move_to_usi(mate)))
-                continue
-            moves = list(board.legal_moves)
-            gains = np.array([material_gain(m) for m in moves])
-            best = np.flatnonzero(gains == gains.max())
-            out.append(Choice(cshogi.move_to_usi(moves[self.rng.choice(best)])))
-        return out
+    def move(self, turn: Turn) -> Choice:
+        board = turn.board
+        mate = board.mate_move_in_1ply() if not board.is_check() else 0
+        if mate:
+            return Choice(cshogi.move_to_usi(mate))
+        moves = list(board.legal_moves)
+        gains = np.array([material_gain(m) for m in moves])
+        best = np.flatnonzero(gains == gains.max())
+        return Choice(cshogi.move_to_usi(moves[self.rng.choice(best)]))
 
 
 class PolicyPlayer(Player):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import statistics
 import time
 
@@ -32,21 +31,6 @@ POSITIONS = {"startpos": [], "mid11": "7g7f 3c3d 2g2f 8c8d 2f2e 8d8e 6i7h 4a3b 2
 PARTS = ("_descend_together", "_prepare_paths", "_evaluate_and_expand", "_back_up")
 
 
-class Calls:  # what an evaluator counts (no search reads it): azshogi's own class moved between versions
-    def __init__(self):
-        self.calls, self.positions, self.seconds = 0, 0, 0.0
-
-
-def leaf_batch_class():
-    """The LeafBatch of the azshogi this runs with, or None before the leaf batches."""
-    for module in ("azshogi.shogi.network_io", "azshogi.search.batch"):  # now; before the import map held
-        try:
-            return importlib.import_module(module).LeafBatch
-        except ImportError:
-            pass
-    return None
-
-
 class InstantEvaluator:
     """Precomputed pseudo-random logits and win probabilities: costs nothing per call. Speaks the
     evaluator interface of the azshogi it runs with: leaf batches (shogi/network_io.py: the logits of
@@ -57,6 +41,8 @@ class InstantEvaluator:
         self.logits = rng.normal(0, 2, (4096, 2187)).astype(np.float32)
         self.flat = self.logits[:, :600].reshape(-1)  # legal moves' logits, taken in turn
         self.values = rng.uniform(0.3, 0.7, 4096).astype(np.float32)
+        from older_trees import Calls, leaf_batch_class  # this folder's
+
         self.stats, self.i, self.j = Calls(), 0, 0
         self.leaf_batch = leaf_batch_class()
 

@@ -13,7 +13,6 @@ Network stand-ins: `uniform` (logits 0, win probability 0.5: flat priors, shallo
 `table` (a fixed random table row chosen by a hash of the planes: peaked priors, deeper trees).
 """
 import argparse
-import importlib
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import azshogi  # noqa: E402
+from older_trees import Calls, leaf_batch_class  # noqa: E402  (this folder's)
 from azshogi.search.gumbel import GumbelSearch  # noqa: E402
 from azshogi.selfplay.actors import SelfPlay  # noqa: E402
 from azshogi.shogi.rules import Rules  # noqa: E402
@@ -48,21 +48,6 @@ def stand_in(f1, f2):
         return np.zeros((n, 2187), np.float32), np.full(n, 0.5, np.float32)
     h = (f1.reshape(n, -1)[:, ::7].sum(1) * 31 + f2[:, :, 0, 0].sum(1) * 7).astype(np.int64) % 4096
     return TABLE[h], (h % 100 / 100.0).astype(np.float32)
-
-
-class Calls:  # what an evaluator counts (no search reads it): azshogi's own class moved between versions
-    def __init__(self):
-        self.calls, self.positions, self.seconds = 0, 0, 0.0
-
-
-def leaf_batch_class():
-    """The LeafBatch of the azshogi tree measured, or None before issue #9's leaf batches."""
-    for module in ("azshogi.shogi.network_io", "azshogi.search.batch"):  # now; before the import map held
-        try:
-            return importlib.import_module(module).LeafBatch
-        except ImportError:
-            pass
-    return None
 
 
 class DenseEvaluator:  # the interface before issue #9: dense planes in, full rows out
