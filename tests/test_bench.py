@@ -7,8 +7,9 @@ from conftest import TINY
 
 
 def test_bench_prints_a_json_last_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", *TINY, "search=puct", "search.leaves_per_step=2",
-                           "bench.seconds=0.3", "bench.warmup_seconds=0.3", "bench.repeats=2"],
+    proc = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", *TINY, "search=puct",
+                           "search.leaves_per_step=2", "bench.seconds=0.3", "bench.warmup_seconds=0.3",
+                           "bench.repeats=2"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])

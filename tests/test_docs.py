@@ -229,7 +229,8 @@ MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
     "pip install torch==2.13.0 -e . && azshogi": Skip("installs azshogi; `azshogi` then trains until Ctrl-C"),
-    'pip install torch==2.13.0 -e ".[test]" && python -m pytest': Skip("the test suite itself"),
+    'pip install torch==2.13.0 -e ".[test]" && ruff check . && mypy && python -m pytest':
+        Skip("the linters and the test suite itself"),
     "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256 device=cuda:0":
         Check(NEEDS_CUDA),
     "azshogi --cfg job": Run(),

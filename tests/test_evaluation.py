@@ -20,8 +20,8 @@ from azshogi.config import (
     register_configs,
     to_config,
 )
-from azshogi.nn.network import build
 from azshogi.formats.paths import RunPaths
+from azshogi.nn.network import build
 from azshogi.play.gauntlet import When, evaluate_checkpoint
 from azshogi.play.ladder import Score, rate, rung
 from azshogi.train.loop import Loop

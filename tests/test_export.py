@@ -74,7 +74,8 @@ def test_hcpe3_to_csa_writes_one_game_per_file(tmp_path):
     endings = ["%CHUDAN", "%TORYO", "%CHUDAN", "%KACHI"]
     for f, (sfen, moves), ending in zip(files, scripts, endings):
         (game,) = CSA.Parser.parse_file(str(f))
-        assert game.sfen.split(" ")[:3] == (sfen or "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -").split(" ")[:3]
+        start = sfen or "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
+        assert game.sfen.split(" ")[:3] == start.split(" ")[:3]
         assert len(game.moves) == len(moves)
         assert f.read_text().rstrip().endswith(ending)
 

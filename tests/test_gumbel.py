@@ -143,8 +143,9 @@ def test_root_sigma_equals_sigma_on_the_considered_columns(rescale):
     full = sigma(completed_q(logits, visits, value_sum, node_value), visits, valid, 50.0, 0.1, rescale)
     in_play = np.arange(m)[None, :] < np.minimum(legal, m)[:, None]
     prior = np.take_along_axis(masked_softmax(logits), columns, axis=1)
-    part = root_sigma(prior, np.take_along_axis(visits, columns, axis=1), np.take_along_axis(value_sum, columns, axis=1),
-                      node_value, in_play, legal > m, 50.0, 0.1, rescale)
+    part = root_sigma(prior, np.take_along_axis(visits, columns, axis=1),
+                      np.take_along_axis(value_sum, columns, axis=1), node_value, in_play, legal > m, 50.0, 0.1,
+                      rescale)
     expected = np.take_along_axis(full, columns, axis=1)
     diff = np.abs(np.where(in_play, part - expected, 0))
     assert diff.max() < 1e-4, (diff.max(axis=1), legal)

@@ -6,10 +6,9 @@ import cshogi
 import numpy as np
 import pytest
 from conftest import compose_config, replay_window, uniform_evaluator
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_features import random_positions
 from test_search_batched import make, rowwise_network
-
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from azshogi.config import ConfigError, to_config
 from azshogi.search import GumbelSearch, PuctSearch, ThreadedSearch

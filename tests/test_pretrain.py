@@ -150,7 +150,8 @@ def test_the_console_script_runs(tmp_path):
     write_hcpe(tmp_path / "t.hcpe", 40, seed=4)
     script = os.path.join(os.path.dirname(sys.executable), "azshogi-pretrain")
     done = subprocess.run([script, "run=cli", "model=tiny", "device=cpu", "pretrain.steps=2",
-                           "train.batch_size=8", "selfplay.num_actors=2", f"pretrain.train_files=[{tmp_path / 't.hcpe'}]",
+                           "train.batch_size=8", "selfplay.num_actors=2",
+                           f"pretrain.train_files=[{tmp_path / 't.hcpe'}]",
                            f"checkpoint_root={tmp_path / 'c'}", f"log_root={tmp_path / 'l'}"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -22,8 +22,8 @@ import cshogi
 import numpy as np
 import pytest
 import torch
-from cshogi import dlshogi
 from conftest import FunctionEvaluator
+from cshogi import dlshogi
 
 from azshogi.config import Optimizer, TrainConfig, ValueLoss
 from azshogi.formats.dlshogi import HCPE_DTYPE, Hcpe3Writer, read_hcpe3

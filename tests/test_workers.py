@@ -191,7 +191,8 @@ def test_a_search_through_the_server_plays_as_in_process(tiny_config):
     for workers in (0, 1):
         parts = build_components(tiny_config(f"selfplay.num_workers={workers}", "rules.max_plies=200", "device=cpu"))
         try:
-            list(parts.selfplay.play(until=lambda: parts.selfplay.counters().moves >= 6 * 12))
+            selfplay = parts.selfplay
+            list(selfplay.play(until=lambda selfplay=selfplay: selfplay.counters().moves >= 6 * 12))
             games.append(games_in_progress(parts.selfplay.state_dict()))
         finally:
             parts.selfplay.close()
@@ -269,8 +270,8 @@ def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
 
 def test_a_failing_worker_sends_its_error(tiny_config):
     driver = build_components(tiny_config("selfplay.num_workers=2")).selfplay
-    game = SimpleNamespace(game_id=0, rng=np.random.default_rng(0), moves=["5a5b"], plies=[], hcps=[], labels=[], probs=[],
-                           root_values=[])
+    game = SimpleNamespace(game_id=0, rng=np.random.default_rng(0), moves=["5a5b"], plies=[], hcps=[], labels=[],
+                           probs=[], root_values=[])
     driver.load_state_dict(in_progress.pack(1, [game]))  # black cannot move the white king
     try:
         with pytest.raises(WorkerError, match=r"(?s)self-play worker 0 \(pid \d+\) failed:.*illegal move '5a5b'"):

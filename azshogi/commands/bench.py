@@ -17,8 +17,9 @@ def usi_main(argv) -> None:
     from azshogi.play.usi_bench import POSITIONS, Engine, run, untrained_checkpoint
     from azshogi.play.usi_client import UsiError
 
-    parser = ArgumentParser(prog=USI_PROGRAM, description="NPS of the USI engine (and others, side by side) on "
-                                                          "fixed positions, measured through its pipes as a GUI sees it.")
+    parser = ArgumentParser(prog=USI_PROGRAM,
+                            description="NPS of the USI engine (and others, side by side) on fixed positions, "
+                                        "measured through its pipes as a GUI sees it.")
     parser.add_argument("checkpoint", nargs="?", help="the checkpoint to play (or --model)")
     parser.add_argument("--model", metavar="BLOCKSxCHANNELS", help="an untrained network of this size, e.g. 10x192")
     parser.add_argument("--go", default="byoyomi 3000", help="the go arguments (default: byoyomi 3000)")

@@ -24,7 +24,8 @@ def write_launcher(checkpoint: str, out: str, options: dict) -> Path:
     script, or a .bat/.cmd file on Windows. GUIs register engines as executables."""
     path = Path(out)
     checkpoint = str(Path(checkpoint).resolve())
-    args = [sys.executable, "-m", "azshogi.commands.usi", checkpoint] + [f"--option={k}={v}" for k, v in options.items()]
+    args = [sys.executable, "-m", "azshogi.commands.usi", checkpoint]
+    args += [f"--option={k}={v}" for k, v in options.items()]
     if path.suffix.lower() in (".bat", ".cmd"):
         text = "@echo off\r\n" + " ".join(f'"{a}"' for a in args) + " %*\r\n"
     else:

@@ -328,7 +328,10 @@ def _parse_game(data: bytes, offset: int, index: int, path: Path, board: cshogi.
         cand_visits.append(cands["visitNum"])
         cand_labels.append(labels)
         board.push(move)
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+
+    def cat(xs, dt):
+        return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
+
     game = Hcpe3Game(np.array(header["hcp"]), result, int(header["opponent"]), moves16, evals, offsets,
                      cat(cand_moves, np.uint16), cat(cand_visits, np.uint16), moves, hcps,
                      cat(cand_labels, np.int16), termination_of(result, board))

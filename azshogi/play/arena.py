@@ -106,6 +106,13 @@ def write_game(path: Path, game: MatchGame, name_a: str, name_b: str) -> None:
         write_kif(path, game.record, names)
 
 
+def _wins_losses_draws(games) -> tuple[int, int, int]:
+    """Player A's wins, losses and draws in `games`."""
+    wins = sum(g.a_score == 1.0 for g in games)
+    losses = sum(g.a_score == 0.0 for g in games)
+    return wins, losses, len(games) - wins - losses
+
+
 @dataclass
 class MatchResult:
     name_a: str
@@ -130,9 +137,7 @@ class MatchResult:
 
     def summary_lines(self) -> list[str]:
         def wld(games):
-            w = sum(g.a_score == 1.0 for g in games)
-            l = sum(g.a_score == 0.0 for g in games)
-            return f"{w}-{l}-{len(games) - w - l}"
+            return "-".join(map(str, _wins_losses_draws(games)))
 
         black = [g for g in self.games if g.a_is_black]
         white = [g for g in self.games if not g.a_is_black]
@@ -151,9 +156,9 @@ class MatchResult:
         e = self.elo
 
         def side(games) -> dict:
-            w, l = sum(g.a_score == 1.0 for g in games), sum(g.a_score == 0.0 for g in games)
+            wins, losses, draws = _wins_losses_draws(games)
             score = sum(g.a_score for g in games) / len(games) if games else None
-            return {"games": len(games), "wins": w, "losses": l, "draws": len(games) - w - l,
+            return {"games": len(games), "wins": wins, "losses": losses, "draws": draws,
                     "score": None if score is None else round(score, 4)}
 
         return {

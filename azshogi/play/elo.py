@@ -64,11 +64,11 @@ def estimate(wins: int, losses: int, draws: int) -> EloEstimate:
     score = (wins + draws / 2.0) / n
     clipped = score <= 0.0 or score >= 1.0
     mu = min(max(score, 0.5 / n), 1.0 - 0.5 / n) if clipped else score
-    w, l, d = wins / n, losses / n, draws / n
+    w, lo, d = wins / n, losses / n, draws / n
     if max(wins, losses, draws) == n:  # all games scored alike: a binomial score's spread at mean mu
         deviation = math.sqrt(mu * (1.0 - mu))
     else:
-        deviation = math.sqrt(w * (1.0 - mu) ** 2 + l * mu ** 2 + d * (0.5 - mu) ** 2)
+        deviation = math.sqrt(w * (1.0 - mu) ** 2 + lo * mu ** 2 + d * (0.5 - mu) ** 2)
     stdev = deviation / math.sqrt(n)
     low, high = mu - _Z975 * stdev, mu + _Z975 * stdev
     elo = elo_of_score(mu) + 0.0  # no "-0"

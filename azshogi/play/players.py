@@ -299,7 +299,8 @@ def _number(spec: str, options: dict, key: str, default, kind=int, low=0, high=N
         value = None
     if value is None or not math.isfinite(value) or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"player {spec!r}: {key}={text!r}: takes {'an integer' if kind is int else 'a number'} {bound}")
+        takes = "an integer" if kind is int else "a number"
+        raise ValueError(f"player {spec!r}: {key}={text!r}: takes {takes} {bound}")
     return value
 
 

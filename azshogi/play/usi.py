@@ -366,7 +366,7 @@ class UsiEngine:
         search.prepare(board, "", [])
         batch = search.batch_size
         for leaves in (1, batch, 1, batch):  # the first of each size pays for warm-up
-            report = search.run(board, 0, lambda progress: 0 if progress.step_leaves else leaves)
+            report = search.run(board, 0, lambda progress, leaves=leaves: 0 if progress.step_leaves else leaves)
             samples.append((leaves, report.seconds))
         self.timer.calibrate(samples)
         search.clear()

@@ -30,6 +30,21 @@ NODE_ARRAYS = tuple(_NODE_DTYPES)  # `written`: columns a row may hold besides p
 
 
 class Tree:
+    # per node (actors x max_nodes) and per edge (actors x max_nodes x width): set in __init__
+    # and grow() from _NODE_DTYPES and _EDGE_FILL; declared here for the type checker
+    node_value: np.ndarray
+    node_terminal: np.ndarray
+    num_edges: np.ndarray
+    node_logsumexp: np.ndarray
+    node_children: np.ndarray
+    written: np.ndarray
+    edge_move: np.ndarray
+    edge_logit: np.ndarray
+    edge_child: np.ndarray
+    edge_visits: np.ndarray
+    edge_value_sum: np.ndarray
+    edge_order: np.ndarray
+
     def __init__(self, num_actors: int, max_nodes: int, width: int = 128):
         self.num_actors, self.max_nodes, self.width = num_actors, max_nodes, width
         self.num_nodes = np.zeros(num_actors, np.int64)

@@ -92,6 +92,12 @@ class SharedBlock:
     """The shared arrays of R rows: packed (R, 636), counts (R,), labels (R x 593,) written by
     the clients; logits (raw wire values) and win_probability (R,) written by the server."""
 
+    packed: np.ndarray  # views into the shared memory, set in __init__ from _layout
+    counts: np.ndarray
+    labels: np.ndarray
+    logits: np.ndarray
+    win_probability: np.ndarray
+
     def __init__(self, shm: SharedMemory, rows: int, owner: bool):
         self.shm, self.rows, self.owner = shm, rows, owner
         layout, _ = _layout(rows)
@@ -159,7 +165,8 @@ class ClientEvaluator:
         self.handle, self.conn, self.rows = handle, handle.conn, handle.rows
         self.block = SharedBlock.attach(handle.shm_name, handle.block_rows)
         rows = slice(handle.offset, handle.offset + handle.rows)
-        labels = slice(handle.offset * features.MAX_LEGAL_MOVES, (handle.offset + handle.rows) * features.MAX_LEGAL_MOVES)
+        width = features.MAX_LEGAL_MOVES
+        labels = slice(handle.offset * width, (handle.offset + handle.rows) * width)
         self.packed, self.counts = self.block.packed[rows], self.block.counts[rows]
         self.labels, self.win_probability = self.block.labels[labels], self.block.win_probability[rows]
         self.logits = self.block.logits[labels.start * 4:labels.stop * 4]  # room for float32 wire values

@@ -211,8 +211,8 @@ class Loop:
                 self.restore()
             seeded = self.seed_replay()
             handler = setup_logging(self.paths.log_file)
-            self.monitor = Monitor(self.paths.logs, purge_step=self.counters.train_steps + 1 if self.resumed_from else None,
-                                   show_progress=self.show_progress)
+            purge_step = self.counters.train_steps + 1 if self.resumed_from else None
+            self.monitor = Monitor(self.paths.logs, purge_step=purge_step, show_progress=self.show_progress)
             self.paths.config_file.write_text(OmegaConf.to_yaml(self.plain_config))
             self.monitor.hyperparameters(self.plain_config, self.counters.train_steps)
             self.say_start(seeded)
@@ -253,10 +253,10 @@ class Loop:
                          f"{cfg.search.num_simulations} simulations, network {cfg.model.blocks}x{cfg.model.channels}")
         limit = cfg.loop.max_checkpoints
         if limit > 0 and c.checkpoints >= limit:  # nothing to play or train: say why, and what to do
-            self.monitor.say(f"run '{cfg.run}' already reached loop.max_checkpoints={limit} (checkpoint {c.checkpoints}): "
-                             f"no more self-play or training. To go on, raise the limit (e.g. add "
-                             f"loop.max_checkpoints={c.checkpoints + limit} to the command), or give a new run "
-                             f"a new name (run=NAME)")
+            self.monitor.say(f"run '{cfg.run}' already reached loop.max_checkpoints={limit} "
+                             f"(checkpoint {c.checkpoints}): no more self-play or training. To go on, raise the limit "
+                             f"(e.g. add loop.max_checkpoints={c.checkpoints + limit} to the command), "
+                             f"or give a new run a new name (run=NAME)")
             return
         hint = cpu_hint(cfg, self.device)
         if hint:

@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 import cshogi
 import numpy as np
 
-from azshogi.formats.dlshogi import DataFormatError, load_positions
 from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.dlshogi import DataFormatError, load_positions
 from azshogi.formats.paths import replay_store_of
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.shogi import features

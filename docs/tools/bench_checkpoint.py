@@ -114,7 +114,8 @@ def main() -> None:
     ap.add_argument("--phase-positions", type=int, default=20_000, help="new positions per phase")
     ap.add_argument("--actors", type=int, default=128, help="games in flight")
     ap.add_argument("--plies", type=int, default=300, help="plies of every game in flight")
-    ap.add_argument("--workers", type=int, default=2, help="worker processes for the pause/resume cycle (0: in process)")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="worker processes for the pause/resume cycle (0: in process)")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
 

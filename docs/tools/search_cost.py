@@ -31,9 +31,9 @@ sys.path.insert(0, str(source))
 import cshogi  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from older_trees import Calls, leaf_batch_class  # noqa: E402  (this folder's)
 
 import azshogi  # noqa: E402
-from older_trees import Calls, leaf_batch_class  # noqa: E402  (this folder's)
 from azshogi.search.gumbel import GumbelSearch  # noqa: E402
 from azshogi.selfplay.actors import SelfPlay  # noqa: E402
 from azshogi.shogi.rules import Rules  # noqa: E402

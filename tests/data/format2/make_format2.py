@@ -10,9 +10,11 @@ from pathlib import Path
 sys.path.insert(0, "/work/main")
 import azshogi; assert azshogi.__file__.startswith("/work/main"), azshogi.__file__
 sys.path.insert(0, "/work/main/tests")
-from conftest import compose_config, TINY
+from conftest import TINY, compose_config
+
 from azshogi.config import to_config
 from azshogi.train.loop import Loop
+
 root = Path("/tmp/azshogi-format2")
 shutil.rmtree(root, ignore_errors=True)
 cfg = to_config(compose_config(TINY + [
