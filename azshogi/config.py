@@ -373,12 +373,15 @@ def to_config(cfg: DictConfig | Config) -> Config:
     if not isinstance(obj, Config):
         # A plain dict (no structured schema): merge it onto the schema so types are checked.
         obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), cfg))
+    assert isinstance(obj, Config), type(obj)  # merged onto the structured schema
     return validate(obj)
 
 
 def to_plain(cfg: Config) -> dict:
     """The resolved config as plain Python values (saved with checkpoints, shown in TensorBoard)."""
-    return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
+    plain = OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
+    assert isinstance(plain, dict)
+    return plain
 
 
 def _known_keys(data: dict, schema) -> dict:
@@ -396,4 +399,6 @@ def _known_keys(data: dict, schema) -> dict:
 def from_plain(data: dict) -> Config:
     """Inverse of `to_plain` (for a checkpoint's saved config). Settings that a later azshogi
     removed are ignored, so older checkpoints stay readable."""
-    return to_config(OmegaConf.merge(OmegaConf.structured(Config), _known_keys(data, Config)))
+    merged = OmegaConf.merge(OmegaConf.structured(Config), _known_keys(data, Config))
+    assert isinstance(merged, DictConfig)
+    return to_config(merged)

@@ -9,7 +9,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -22,6 +22,9 @@ from azshogi.formats.dlshogi import DataFormatError
 from azshogi.formats.paths import RunPaths
 from azshogi.selfplay.server import WorkerError
 from azshogi.train.trainer import TrainingDiverged
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError)
 
@@ -66,12 +69,12 @@ def _one_line(error: Exception) -> str:
     return "; ".join(p.rstrip(".") for p in parts)
 
 
-def _schema_fields(schema) -> dict:
+def _schema_fields(schema: type[DataclassInstance]) -> dict[str, Optional[type[DataclassInstance]]]:
     """{name: the dataclass type of that field, or None for a value or a free dict}."""
-    out = {}
+    out: dict[str, Optional[type[DataclassInstance]]] = {}
     for f in dataclasses.fields(schema):
         factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
-        out[f.name] = factory if dataclasses.is_dataclass(factory) else None
+        out[f.name] = factory if isinstance(factory, type) and dataclasses.is_dataclass(factory) else None
     return out
 
 
@@ -79,7 +82,8 @@ def unknown_key_message(key: str, added: bool = False) -> Optional[str]:
     """'KEY: no such setting ...' naming the first part of a dotted key that azshogi's schema
     (config.Config) does not have, with the closest known name; None when the key exists (or
     lies in a dict whose keys are free, such as eval.usi_options). added: it came with a `+`."""
-    schema, path = Config, []
+    schema: type[DataclassInstance] = Config
+    path: list[str] = []
     for part in key.split("."):
         names = _schema_fields(schema)
         if part not in names:
@@ -88,9 +92,10 @@ def unknown_key_message(key: str, added: bool = False) -> Optional[str]:
             hint = f"did you mean {known}?" if known else "see --help for the settings"
             return f"{key}: no such setting ({hint})" + ("; a '+' adds no setting to azshogi's config" if added else "")
         path.append(part)
-        schema = names[part]
-        if schema is None:
+        inner = names[part]
+        if inner is None:
             return None
+        schema = inner
     return None
 
 
@@ -110,7 +115,7 @@ def unknown_keys(cfg: DictConfig) -> list[str]:
             if key not in names:
                 found.append(prefix + str(key))
             elif names[key] is not None and OmegaConf.is_dict(node[key]):
-                walk(node[key], f"{prefix}{key}.")
+                walk(node[key], f"{prefix}{key!s}.")
 
     walk(cfg, "")
     return found

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import stat
 import sys
 from pathlib import Path
 
 from azshogi.commands.cli import ArgumentParser, fail, key_values
+from azshogi.formats.files import atomic_writer
 from azshogi.play.usi import OPTIONS, UsiEngine
 
 PROGRAM = "azshogi-usi"
@@ -32,8 +32,8 @@ def write_launcher(checkpoint: str, out: str, options: dict) -> Path:
         text = "#!/bin/sh\n# azshogi USI engine launcher (made by azshogi-usi --make-launcher)\nexec " + \
                " ".join(shlex.quote(a) for a in args) + ' "$@"\n'
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    with atomic_writer(path, mode=0o777) as f:  # executable (as the umask allows)
+        f.write(text.encode("utf-8"))
     return path
 
 

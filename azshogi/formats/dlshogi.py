@@ -342,7 +342,8 @@ def read_hcpe3(path: Path) -> list[Hcpe3Game]:
     """Every game of an hcpe3 file, each replayed and checked; raises DataFormatError."""
     path = Path(path)
     data = _read_bytes(path)
-    games, offset, board = [], 0, cshogi.Board()
+    games: list[Hcpe3Game] = []
+    offset, board = 0, cshogi.Board()
     while offset < len(data):
         game, offset = _parse_game(data, offset, len(games), path, board)
         games.append(game)
@@ -422,7 +423,7 @@ def positions_from_file(path: Path, game_ids: Iterable[int]) -> list[TrainingPos
     raise DataFormatError(f"{path}: unknown data file type (expected a .hcpe or .hcpe3 file)")
 
 
-def load_positions(paths: Sequence[Path]) -> list[TrainingPositions]:
+def load_positions(paths: Sequence[str | Path]) -> list[TrainingPositions]:
     """Every training position of the files; games get the ids -1, -2, ... (self-play games
     count up from 0, so the two never share an id)."""
     ids = iter(range(-1, -(1 << 62), -1))

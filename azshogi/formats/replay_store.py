@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from azshogi.formats.files import atomic_writer
 from azshogi.shogi.game_record import TrainingPositions
@@ -60,8 +61,9 @@ class ReplayStoreError(RuntimeError):
 def _payload(block: TrainingPositions) -> list[bytes]:
     if len(block) and int(block.entry_counts.max()) > MAX_ENTRIES_PER_POSITION:
         raise ValueError(f"a position with {int(block.entry_counts.max())} policy entries cannot be stored")
-    arrays = [(block.hcps, np.uint8), (block.results, np.int8), (block.root_values, "<f2"), (block.plies, "<i2"),
-              (block.game_ids, "<i8"), (block.entry_counts, "<u2"), (block.labels, "<i2"), (block.probs, "<f2")]
+    arrays: list[tuple[np.ndarray, DTypeLike]] = [
+        (block.hcps, np.uint8), (block.results, np.int8), (block.root_values, "<f2"), (block.plies, "<i2"),
+        (block.game_ids, "<i8"), (block.entry_counts, "<u2"), (block.labels, "<i2"), (block.probs, "<f2")]
     return [np.ascontiguousarray(a, dtype).tobytes() for a, dtype in arrays]
 
 

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from azshogi.nn.network import PolicyValueNet
+from azshogi.nn.network import PolicyValueNet, ResidualBlock
 
 
 def _fold(conv_weight: torch.Tensor, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
     """(weight, bias) of conv followed by eval-mode batch norm."""
+    assert bn.running_var is not None and bn.running_mean is not None  # tracked: azshogi's networks
     scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
     return conv_weight * scale.reshape(-1, 1, 1, 1), bn.bias - bn.running_mean * scale
 
@@ -40,13 +41,15 @@ class FoldedNet(nn.Module):
 
     def _folded(self) -> dict:
         s = self.source[0]
-        out = {}
+        out: dict[str, torch.Tensor] = {}
         w1, b = _fold(s.stem1.weight, s.stem_bn)
         w2, _ = _fold(s.stem2.weight, s.stem_bn)
         out.update(stem1_w=w1, stem2_w=w2, stem_b=b)
-        for i, block in enumerate(s.tower):
+        for i, module in enumerate(s.tower):
+            block = cast(ResidualBlock, module)
             out[f"b{i}_w1"], out[f"b{i}_b1"] = _fold(block.conv1.weight, block.bn1)
             out[f"b{i}_w2"], out[f"b{i}_b2"] = _fold(block.conv2.weight, block.bn2)
+        assert s.policy_conv.bias is not None
         out["policy_w"], out["policy_b"] = s.policy_conv.weight, s.policy_conv.bias
         out["value_w"], out["value_b"] = _fold(s.value_conv.weight, s.value_bn)
         out["fc1_w"], out["fc1_b"] = s.value_fc1.weight, s.value_fc1.bias
@@ -97,15 +100,18 @@ def _allow_recompiles(graphs: int) -> None:
 class InferenceNet:
     """Callable (x1, x2) -> (policy logits, value logit) on the shared model's current weights."""
 
-    def __init__(self, model: PolicyValueNet, device: torch.device, dtype: torch.dtype = torch.float32,
+    def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
                  channels_last: bool = True, fold_batchnorm: bool = True, compile: bool = False,
                  max_batch: Optional[int] = None, compile_cache: Optional[str] = None):
         self.model, self.device, self.dtype = model, device, dtype
         self.channels_last = channels_last
-        self.fold = fold_batchnorm and isinstance(model, PolicyValueNet)
-        self.net: nn.Module = FoldedNet(model).to(device) if self.fold else model
+        self.fold = False
+        self.net: nn.Module = model
+        if fold_batchnorm and isinstance(model, PolicyValueNet):
+            self.fold, self.net = True, FoldedNet(model).to(device)
         if channels_last:
-            self.net = self.net.to(memory_format=torch.channels_last)
+            # Module.to takes memory_format (torch's stubs list only its tensor overloads' keywords)
+            self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self._seen_version = _version(model)
         self.buckets: Optional[list[int]] = None
         if compile:
@@ -114,13 +120,14 @@ class InferenceNet:
                 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(compile_cache).expanduser()))
             self.buckets = batch_buckets(max_batch or 512)
             _allow_recompiles(len(self.buckets))
-            self.net = torch.compile(self.net, dynamic=False)
+            self.net = cast(nn.Module, torch.compile(self.net, dynamic=False))  # an OptimizedModule
 
     def _sync_weights(self) -> None:
         version = _version(self.model)
         if version != self._seen_version:
             if self.fold:
-                (self.net._orig_mod if hasattr(self.net, "_orig_mod") else self.net).refresh()
+                folded = self.net._orig_mod if hasattr(self.net, "_orig_mod") else self.net
+                cast(FoldedNet, folded).refresh()
             self._seen_version = version
 
     def __call__(self, x1: torch.Tensor, x2: torch.Tensor):

@@ -125,7 +125,8 @@ class DeviceRunner:
             return torch.zeros(shape, dtype=dtype, pin_memory=self.pinned)
 
         inputs = (host((rows, features.PACKED_BYTES), torch.uint8), host(rows, torch.int32), host(labels, torch.int16))
-        return HostBuffers(*(t.numpy() for t in inputs), inputs, host(labels, self.wire), host(rows, torch.float32))
+        packed, counts, label_rows = (t.numpy() for t in inputs)
+        return HostBuffers(packed, counts, label_rows, inputs, host(labels, self.wire), host(rows, torch.float32))
 
     def launch(self, buffers: HostBuffers, rows: int, num_labels: int):
         packed, counts, labels = (t[:n].to(self.device, non_blocking=True)

@@ -48,8 +48,10 @@ def onnx_bytes(model: torch.nn.Module, opset: int = DEFAULT_OPSET) -> bytes:
         # dynamo=False: the TorchScript exporter handles this plain convolutional network and
         # needs only `onnx`, not onnxscript; its deprecation notice is not for our users.
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(wrapped, example, out, dynamo=False, input_names=list(INPUT_NAMES),
-                          output_names=list(OUTPUT_NAMES), opset_version=opset, do_constant_folding=True,
+        # the TorchScript exporter writes to a file object too (the stubs name only paths)
+        torch.onnx.export(wrapped, example, out,  # type: ignore[arg-type]
+                          dynamo=False, input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
+                          opset_version=opset, do_constant_folding=True,
                           dynamic_axes={name: batch for name in INPUT_NAMES + OUTPUT_NAMES})
     data = out.getvalue()
     onnx.checker.check_model(onnx.load_from_string(data))

@@ -25,6 +25,7 @@ few games of every match (CSA) live in `logs/<run>/eval/` (formats/paths.RunPath
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, replace
@@ -129,7 +130,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
     matches: dict[str, MatchResult] = dict(ladder.matches)
     others: list[tuple[str, Callable[[], Player]]] = []
     if ec.usi_engine:
-        others.append(("usi", lambda: UsiPlayer(ec.usi_engine, dict(ec.usi_options), ec.usi_go)))
+        others.append(("usi", functools.partial(UsiPlayer, ec.usi_engine, dict(ec.usi_options), ec.usi_go)))
     if ec.previous and paths.eval_previous.exists():
         previous_state = ckpt.load(paths.eval_previous)
 
@@ -148,7 +149,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
         try:
             matches[label] = play_match(current, opponent, ec.games, openings=Openings(openings, seed), rules=rules,
                                         in_flight=ec.games, progress=progress,
-                                        on_game=lambda g, label=label, o=opponent: keep_record(label, o, g))
+                                        on_game=functools.partial(keep_record, label, opponent))
         except UsiError as e:
             say(f"eval: {label} left out: it failed during its match ({e})")
         finally:

@@ -127,7 +127,7 @@ def plan(limits: GoLimits, black_to_move: bool, ply: int, margin_ms: int,
     moves_to_go = max(20, 60 - ply // 4)
     share = remaining / moves_to_go + byoyomi + increment
     available = remaining + byoyomi + increment  # what the clock allows for this move
-    limit = max(available - margin_ms, min_think_ms)
+    limit: float = max(available - margin_ms, min_think_ms)
     if byoyomi == 0 and increment == 0:
         # Sudden death: never spend more than a fraction of what is left.
         limit = max(min(limit, remaining * 0.25), min_think_ms)

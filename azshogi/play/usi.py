@@ -21,28 +21,36 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO, Union
 
 from azshogi import __version__
 from azshogi.play.timeman import GoLimits, StepTimer, next_step, parse_go, plan
+
+if TYPE_CHECKING:  # numpy and the search are imported when a model loads: the engine starts at once
+    import numpy as np
+
+    from azshogi.search.anytime import GameSearch
 
 ENGINE_NAME = f"azshogi {__version__}"
 DEFAULT_NODES = 800  # simulations per move when `go` sets no clock and no node limit
 INFO_INTERVAL = 1.0  # seconds between progress `info` lines
 
 
+OptionValue = Union[bool, int, str]  # check: bool, spin: int, the other kinds: str
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
     kind: str  # check, spin, combo, string, filename
-    default: object
+    default: OptionValue
     low: int = 0
     high: int = 0
     choices: tuple = ()
     help: str = ""
     number: bool = False  # a string option holding a float (USI has no float type)
 
-    def declaration(self, default: object) -> str:
+    def declaration(self, default: OptionValue) -> str:
         if self.kind == "check":
             return f"option name {self.name} type check default {'true' if default else 'false'}"
         if self.kind == "spin":
@@ -52,7 +60,7 @@ class Option:
                     + " ".join(f"var {c}" for c in self.choices))
         return f"option name {self.name} type {self.kind} default {default if default != '' else '<empty>'}"
 
-    def parse(self, text: str) -> object:
+    def parse(self, text: str) -> OptionValue:
         text = text.strip()
         if self.kind == "check":
             if text.lower() not in ("true", "false"):
@@ -145,22 +153,40 @@ class UsiEngine:
     def __init__(self, out: TextIO = sys.stdout, defaults: Optional[dict] = None):
         self.out = out
         self._lock = threading.Lock()
-        self.defaults = {o.name: o.default for o in OPTIONS}
+        self.defaults: dict[str, OptionValue] = {o.name: o.default for o in OPTIONS}
         for name, text in (defaults or {}).items():
             option = _BY_NAME.get(name.lower())
             if option is None:
                 raise ValueError(f"unknown option {name!r}; known: {', '.join(o.name for o in OPTIONS)}")
             self.defaults[option.name] = option.parse(str(text))
-        self.options = dict(self.defaults)
+        self.options: dict[str, OptionValue] = dict(self.defaults)  # as Option.parse returns them
         self.start_sfen: Optional[str] = None
         self.moves: list[str] = []
         self.position_ok = True
         self.job: Optional[Job] = None
-        self.search = None  # a GameSearch once a model is loaded
+        self.search: Optional[GameSearch] = None  # once a model is loaded
         self._loaded: Optional[tuple] = None  # (checkpoint, device, dtype, batch) of the loaded model
         self.timer = StepTimer()  # calibrated by isready
-        self.rng = None
+        self.rng: Optional[np.random.Generator] = None
         self._preloading: Optional[threading.Thread] = None
+
+    def _int(self, name: str) -> int:
+        """A spin option's value."""
+        value = self.options[name]
+        assert isinstance(value, int), (name, value)
+        return value
+
+    def _str(self, name: str) -> str:
+        """A combo, string or filename option's value."""
+        value = self.options[name]
+        assert isinstance(value, str), (name, value)
+        return value
+
+    def _flag(self, name: str) -> bool:
+        """A check option's value."""
+        value = self.options[name]
+        assert isinstance(value, bool), (name, value)
+        return value
 
     # --- output ---
 
@@ -332,17 +358,18 @@ class UsiEngine:
         from azshogi.play.engine import engine_search
         from azshogi.play.models import model_evaluator
 
-        o = self.options
-        if o["Threads"]:
-            torch.set_num_threads(o["Threads"])
-        self.rng = np.random.default_rng(o["Seed"])
-        path = o["Checkpoint"]
+        threads = self._int("Threads")
+        if threads:
+            torch.set_num_threads(threads)
+        self.rng = np.random.default_rng(self._int("Seed"))
+        path = self._str("Checkpoint")
         if not path:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
-        key = (os.path.abspath(path), o["Device"], o["Dtype"], o["BatchSize"])
+        device, dtype, batch = self._str("Device"), self._str("Dtype"), self._int("BatchSize")
+        key = (os.path.abspath(path), device, dtype, batch)
         if self._loaded != key:
             self.search, self._loaded = None, None
-            self._evaluator, self._cfg = model_evaluator(path, o["Device"], o["Dtype"], max_batch=o["BatchSize"])
+            self._evaluator, self._cfg = model_evaluator(path, device, dtype, max_batch=batch)
             self._loaded = key
         self.search = engine_search(self._evaluator, self._cfg, self.settings())
         self._calibrate()
@@ -351,11 +378,10 @@ class UsiEngine:
         """The engine settings the options describe (play/engine.py)."""
         from azshogi.play.engine import EngineSettings
 
-        o = self.options
-        return EngineSettings(nodes=o["NodesPerMove"], batch_size=o["BatchSize"],
-                              mate_search_nodes=o["MateSearchNodes"] if o["MateSearch"] else 0,
-                              max_tree_nodes=o["MaxTreeNodes"], resign=o["ResignThreshold"] / 1000,
-                              max_plies=o["DrawPly"] or 10 ** 9)
+        return EngineSettings(nodes=self._int("NodesPerMove"), batch_size=self._int("BatchSize"),
+                              mate_search_nodes=self._int("MateSearchNodes") if self._flag("MateSearch") else 0,
+                              max_tree_nodes=self._int("MaxTreeNodes"), resign=self._int("ResignThreshold") / 1000,
+                              max_plies=self._int("DrawPly") or 10 ** 9)
 
     def _calibrate(self) -> None:
         """Warm-up steps from the start position (the first calls of PyTorch are slow), timed
@@ -363,10 +389,14 @@ class UsiEngine:
         import cshogi
 
         board, search, samples = cshogi.Board(), self.search, []
+        assert search is not None  # _load made it
         search.prepare(board, "", [])
         batch = search.batch_size
         for leaves in (1, batch, 1, batch):  # the first of each size pays for warm-up
-            report = search.run(board, 0, lambda progress, leaves=leaves: 0 if progress.step_leaves else leaves)
+            def step(progress, leaves: int = leaves) -> int:  # one step of `leaves` leaves
+                return 0 if progress.step_leaves else leaves
+
+            report = search.run(board, 0, step)
             samples.append((leaves, report.seconds))
         self.timer.calibrate(samples)
         search.clear()
@@ -377,7 +407,7 @@ class UsiEngine:
         from azshogi.shogi.positions import board_after
         from azshogi.shogi.rules import Termination, outcome
 
-        o, search = self.options, self.search
+        search = self.search
         if search is None:
             self.error("no model loaded: set the Checkpoint option, then send isready")
             return self._bestmove(job, "resign")
@@ -395,25 +425,25 @@ class UsiEngine:
             self.send("info string impasse declaration: the side to move wins")
             return self._bestmove(job, "win")
         limits = job.limits
-        time_plan = plan(limits, board.turn == cshogi.BLACK, ply, o["TimeMargin"])
+        time_plan = plan(limits, board.turn == cshogi.BLACK, ply, self._int("TimeMargin"))
         if time_plan is not None and time_plan.note:
             self.send("info string " + time_plan.note)
         # At most a tenth of the move's time for the mate search (also when pondering: a
         # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
         mate = search.mate(board, None if time_plan is None else 0.1 * time_plan.target)
         if mate:
-            pv = " ".join(cshogi.move_to_usi(m) for m in mate)
-            self.send(f"info depth {len(mate)} nodes 0 score mate {len(mate)} pv {pv}")
-            return self._bestmove(job, pv.split()[0], pv.split()[1] if len(mate) > 1 else None)
+            mate_usi = [cshogi.move_to_usi(m) for m in mate]
+            self.send(f"info depth {len(mate)} nodes 0 score mate {len(mate)} pv {' '.join(mate_usi)}")
+            return self._bestmove(job, mate_usi[0], mate_usi[1] if len(mate) > 1 else None)
 
-        max_nodes = limits.nodes if limits.nodes is not None else (o["NodesPerMove"] or None)
+        max_nodes = limits.nodes if limits.nodes is not None else (self._int("NodesPerMove") or None)
         if max_nodes is None and time_plan is None and not limits.infinite and not limits.ponder:
             max_nodes = DEFAULT_NODES
         reused = search.prepare(board, self.start_sfen or "", self.moves)
         if reused:
             self.send(f"info string reused {reused} nodes of the previous search")
         last_info = [time.perf_counter()]
-        batch, lines = search.batch_size, o["MultiPV"]
+        batch, lines = search.batch_size, self._int("MultiPV")
 
         def plan_step(progress) -> int:
             if progress.step_leaves:
@@ -431,14 +461,17 @@ class UsiEngine:
         report = search.run(board, ply, plan_step, max_nodes=max_nodes, lines=lines)
         if report.move == 0:
             return self._bestmove(job, "resign")
-        temperature = float(o["Temperature"]) if o["Temperature"] else 0.0
+        temperature_text, temperature_plies = self._str("Temperature"), self._int("TemperaturePlies")
+        temperature = float(temperature_text) if temperature_text else 0.0
         move, pv = report.move, report.pv
-        if temperature > 0 and (o["TemperaturePlies"] == 0 or ply < o["TemperaturePlies"]):
+        if temperature > 0 and (temperature_plies == 0 or ply < temperature_plies):
+            assert self.rng is not None  # seeded by _load
             move = search.sample_move(temperature, self.rng)
             if move != pv[0]:
                 pv = [move]
         self._info(report, pv)
-        if o["ResignThreshold"] and report.win_rate * 1000 < o["ResignThreshold"]:
+        resign = self._int("ResignThreshold")
+        if resign and report.win_rate * 1000 < resign:
             return self._bestmove(job, "resign")
         usi = [cshogi.move_to_usi(m) for m in pv]
         self._bestmove(job, usi[0], usi[1] if len(usi) > 1 else None)
@@ -452,11 +485,11 @@ class UsiEngine:
         from azshogi.shogi.scores import win_rate_to_cp
 
         pv = report.pv if pv is None else pv
-        hashfull = min(1000, report.tree_nodes * 1000 // max(1, self.options["MaxTreeNodes"]))
+        hashfull = min(1000, report.tree_nodes * 1000 // max(1, self._int("MaxTreeNodes")))
         common = f"nodes {report.nodes} nps {report.nps} time {int(report.seconds * 1000)} hashfull {hashfull}"
         self.send(f"info string win rate {report.win_rate:.1%}, {report.nodes} simulations, "
                   f"{report.tree_nodes} nodes in the tree")
-        if self.options["MultiPV"] <= 1:
+        if self._int("MultiPV") <= 1:
             self.send(f"info depth {max(1, len(pv))} {common} score cp {win_rate_to_cp(report.win_rate)} "
                       f"pv {' '.join(cshogi.move_to_usi(m) for m in pv)}")
             return
@@ -476,7 +509,7 @@ class UsiEngine:
         if board is None or board.is_check():
             self.send("checkmate notimplemented")
             return
-        line = mate_line(board, max(self.options["MateSearchNodes"], 1) * 10)
+        line = mate_line(board, max(self._int("MateSearchNodes"), 1) * 10)
         while job.limits.mate == -1 and not job.stop.is_set():  # infinite: answer after stop
             job.stop.wait(0.05)
         if job.silent:

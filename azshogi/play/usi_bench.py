@@ -92,6 +92,7 @@ def run(engines: list[Engine], checkpoint: Path, options: dict, go_args: str, re
         for r in range(repeats):
             for position in positions:
                 for engine in engines:  # take turns, so that a busy moment hits every engine alike
+                    assert engine.client is not None  # started above
                     search = go(engine.client, POSITIONS[position], go_args)
                     engine.searches[position].append(search)
                     print(f"round {r + 1}/{repeats} {position:8} {engine.label:10} {search.nodes:7d} nodes "
@@ -100,7 +101,8 @@ def run(engines: list[Engine], checkpoint: Path, options: dict, go_args: str, re
         for engine in engines:
             if engine.client is not None:
                 engine.client.close()
-    result = {"go": go_args, "options": options, "repeats": repeats, "engines": {}}
+    engines_figures: dict[str, dict] = {}
+    result = {"go": go_args, "options": options, "repeats": repeats, "engines": engines_figures}
     print(f"\n{'engine':12}{'position':10}{'NPS (median)':>14}{'nodes':>9}{'go→bestmove ms':>16}{'late':>6}", file=out)
     for engine in engines:
         figures = {}
@@ -114,7 +116,7 @@ def run(engines: list[Engine], checkpoint: Path, options: dict, go_args: str, re
             f = figures[position]
             print(f"{engine.label:12}{position:10}{f['nps']:14,d}{f['nodes']:9,d}{f['wall_ms']:16,d}{late:6d}",
                   file=out)
-        result["engines"][engine.label] = figures
+        engines_figures[engine.label] = figures
     print(json.dumps(result), file=out)
     return result
 

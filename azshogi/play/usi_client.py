@@ -29,6 +29,8 @@ class UsiClient:
                                          errors="replace", bufsize=1)
         except OSError as e:
             raise UsiError(f"cannot start {command!r}: {e}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.send("usi")
@@ -56,14 +58,14 @@ class UsiClient:
         return declared or key
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
+        for line in self._stdout:
             self.lines.put(line.rstrip("\r\n"))
         self.lines.put(None)
 
     def send(self, line: str) -> None:
         try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
+            self._stdin.write(line + "\n")
+            self._stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             raise UsiError(f"{self.name}: the engine has exited (while sending {line!r})") from None
 

@@ -359,7 +359,8 @@ class GameSearch:
     def principal_variation(self, game: int = 0, node: int = 0, limit: int = 64) -> list[int]:
         """The most visited path from `node` (ties: the higher prior); from the root, the first
         move is chosen even before any simulation."""
-        tree, pv = self.tree, []
+        tree = self.tree
+        pv: list[int] = []
         while len(pv) < limit:
             n = int(tree.num_edges[game, node])
             if n == 0:

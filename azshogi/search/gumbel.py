@@ -163,7 +163,7 @@ class GumbelSearch:
         final = np.where(considered & (visits == most), base + sig, -np.inf)
         chosen = final.argmax(axis=1)
         if sample.any():
-            for a in np.flatnonzero(sample):
+            for a in np.flatnonzero(sample).tolist():
                 n = int(num_legal[a])
                 chosen[a] = rngs[a].choice(n, p=policy[a, :n] / policy[a, :n].sum())
         return make_result(tree, roots, width, chosen, policy, np.array([b.turn for b in boards], np.int64))

@@ -115,7 +115,7 @@ class PuctSearch:
         policy = np.where(total > 0, visits / np.maximum(total, 1e-9), prior_at_root)
         # Most visited; ties go to the higher prior.
         chosen = np.lexsort((prior_at_root, visits), axis=1)[:, -1] if num else np.zeros(0, np.int64)
-        for a in np.flatnonzero(sample):
+        for a in np.flatnonzero(sample).tolist():
             n = int(tree.num_edges[a, 0])
             chosen[a] = rngs[a].choice(n, p=policy[a, :n] / policy[a, :n].sum())
         return make_result(tree, roots, width, chosen, policy, np.array([b.turn for b in boards], np.int64))

@@ -96,7 +96,8 @@ class Simulator:
         counts = np.broadcast_to(np.asarray(leaves, np.int64), actors.shape)
         self._ensure_rows(int(counts.sum()))
         paths = []  # per descent: actors, nodes (n, D), edges (n, D), length, kind, value, row
-        pending_actors, pending_nodes = [], []
+        pending_actors: list[int] = []
+        pending_nodes: list[int] = []
         lossy = counts > 1 if virtual_loss > 0 else np.zeros(len(actors), np.bool_)  # trees with virtual loss
         for j in range(int(counts.max(initial=0))):
             going = counts > j
@@ -258,7 +259,8 @@ class Simulator:
         self._ensure_rows(len(who))
         path_nodes, path_edges, length, kind, value = self._descend_together(share, who, node)
         row = np.full(len(who), -1, np.int64)
-        pending_actors, pending_nodes = [], []
+        pending_actors: list[int] = []
+        pending_nodes: list[int] = []
         self._prepare_paths(boards, plies, who, node, path_nodes, path_edges, length, kind, value, row,
                             pending_actors, pending_nodes)
         collided = np.flatnonzero(kind == _COLLISION)
@@ -279,7 +281,8 @@ class Simulator:
         tree, num = self.tree, len(who)
         kind = np.full(num, _KNOWN, np.int64)
         value = np.zeros(num, np.float32)
-        levels = []  # per depth: (descents still going down, their nodes, the edges they take)
+        # per depth: (descents still going down, their nodes, the edges they take)
+        levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         active = np.arange(num)
         while active.size:
             a, current = who[active], node[active]

@@ -142,7 +142,7 @@ class SelfPlay:
         probs = np.concatenate([np.zeros(0, np.float32)] + actor.probs)
         positions = TrainingPositions.of_game(actor.game_id, np.array(actor.hcps, np.uint8), results,
                                               np.array(actor.root_values, np.float32), plies,
-                                              [len(lab) for lab in actor.labels], labels, probs)
+                                              np.array([len(lab) for lab in actor.labels], np.int64), labels, probs)
         return SelfPlayGame(actor.game_id, GameRecord(list(actor.moves), end.termination, win), positions)
 
     # --- games in progress, for checkpoints and pipes: flat arrays (in_progress.py) ---

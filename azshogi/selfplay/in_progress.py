@@ -21,7 +21,7 @@ tensors (a loaded checkpoint); `unpack` reads either.
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -95,7 +95,7 @@ def take(state: dict, start: int, stop: int, next_game_id: int | None = None) ->
     num_entries = _array(state["positions"]["num_entries"]).astype(np.int64)
     e0, e1 = int(num_entries[:p0].sum()), int(num_entries[:p1].sum())
     bounds = {"games": (start, stop), "positions": (p0, p1), "entries": (e0, e1)}
-    out = {"next_game_id": int(state["next_game_id"] if next_game_id is None else next_game_id)}
+    out: dict[str, Any] = {"next_game_id": int(state["next_game_id"] if next_game_id is None else next_game_id)}
     for group, (a, b) in bounds.items():
         out[group] = {name: values[a:b] if isinstance(values, list) else _array(values)[a:b]
                       for name, values in state[group].items()}
@@ -104,7 +104,7 @@ def take(state: dict, start: int, stop: int, next_game_id: int | None = None) ->
 
 def concatenate(states: Sequence[dict]) -> dict:
     """The games of several states, in order; next_game_id is the largest."""
-    out = {"next_game_id": max(int(s["next_game_id"]) for s in states)}
+    out: dict[str, Any] = {"next_game_id": max(int(s["next_game_id"]) for s in states)}
     for group in GROUPS:
         out[group] = {}
         for name, first in states[0][group].items():

@@ -285,9 +285,15 @@ class InferenceServer:
         self._thread = threading.Thread(target=self._device_loop, name="azshogi-inference", daemon=True)
         self._thread.start()
 
+    def _shared(self) -> SharedBlock:
+        """The shared block (None only once the server is closed)."""
+        assert self.block is not None, "the inference server is closed"
+        return self.block
+
     def handle(self, i: int) -> ClientHandle:
-        return ClientHandle(i, self.block.name, self.block.rows, self.offsets[i], self.rows[i], self._client_ends[i],
-                            os.getpid(), self.wire)
+        block, end = self._shared(), self._client_ends[i]
+        assert end is not None, f"client {i}'s pipe end was handed over already"
+        return ClientHandle(i, block.name, block.rows, self.offsets[i], self.rows[i], end, os.getpid(), self.wire)
 
     def client_started(self, i: int) -> None:
         """Closes the main process's copy of client i's pipe end: EOF then means it has gone."""
@@ -320,6 +326,7 @@ class InferenceServer:
             if self.pending and not self.in_flight:
                 wait = min(wait, max(0.0, self.first_pending_at + self.wait_s - now))
             ended = []
+            assert self._selector is not None  # made by _watch
             for key, _ in self._selector.select(wait):
                 kind, i = key.data
                 if kind == "client":
@@ -381,7 +388,7 @@ class InferenceServer:
             take += 1
         requests, self.pending = self.pending[:take], self.pending[take:]
         self.first_pending_at = time.monotonic()
-        buffers, b, at, label_at = self.free.pop(), self.block, 0, 0
+        buffers, b, at, label_at = self.free.pop(), self._shared(), 0, 0
         for i, k, n in requests:
             row, label = self.offsets[i], self.offsets[i] * features.MAX_LEGAL_MOVES
             buffers.packed[at:at + k] = b.packed[row:row + k]
@@ -431,7 +438,7 @@ class InferenceServer:
             self.free.append(job.buffers)
             if job.error is not None:
                 raise RuntimeError(f"the inference server's forward pass failed: {job.error!r}") from job.error
-            b, raw, values = self.block, job.buffers.logits_raw(), job.buffers.values.numpy()
+            b, raw, values = self._shared(), job.buffers.logits_raw(), job.buffers.values.numpy()
             size = WIRE_BYTES[self.wire]
             at, label_at, now = 0, 0, time.monotonic()
             for i, k, n in job.requests:
@@ -469,8 +476,9 @@ class InferenceServer:
             except OSError:
                 pass
         self.conns, self._client_ends = [], []
-        if getattr(self, "_selector", None) is not None:
-            self._selector.close()
+        selector = getattr(self, "_selector", None)
+        if selector is not None:
+            selector.close()
             self._selector = None
         if self.block is not None:
             self.block.close()

@@ -176,7 +176,7 @@ class WorkerSelfPlay:
         self.idle: set[int] = set()  # paused between moves
         self.active: set[int] = set()  # told to step, not yet answered
         self._pending_state: Optional[dict] = None
-        self._finalizer = None
+        self._finalizer: Optional[weakref.finalize] = None
         self._closed = False
         self._totals = SelfPlayTotals()  # the workers' moves and times (their `network`: their clients' waits)
 
@@ -265,12 +265,18 @@ class WorkerSelfPlay:
             state, self._pending_state = self._pending_state, None
             self.load_state_dict(state)
 
+    def _server(self) -> InferenceServer:
+        """The inference server, started by _ensure_started."""
+        assert self.server is not None, "the self-play workers have not started"
+        return self.server
+
     def _command(self, w: int, message: tuple, activity: bool = True) -> None:
+        server = self._server()
         try:
-            self.server.send(w, message)
+            server.send(w, message)
         except (BrokenPipeError, ConnectionResetError, OSError):
             raise self._lost(w, "its pipe has closed") from None
-        self.server.last_heard[w] = time.monotonic()
+        server.last_heard[w] = time.monotonic()
         if activity:
             self.idle.discard(w)
             self.active.add(w)
@@ -278,16 +284,17 @@ class WorkerSelfPlay:
     def _pump(self, timeout: float) -> list[tuple[int, tuple]]:
         """Serves evaluations for up to `timeout` s; the other messages that arrived."""
         sentinels = {w: p.sentinel for w, p in enumerate(self.workers)}
+        server = self._server()
         try:
-            messages = self.server.serve(self.active, timeout, sentinels)
+            messages = server.serve(self.active, timeout, sentinels)
         except ClientLost as e:
             raise self._lost(e.index, e.detail) from None
         for w, message in messages:
             if message[0] == "error":
                 raise WorkerError(f"self-play worker {w} (pid {self.workers[w].pid}) failed:\n{message[1]}")
         now = time.monotonic()
-        for w in self.active - self.server.waiting:
-            silent = now - self.server.last_heard[w]
+        for w in self.active - server.waiting:
+            silent = now - server.last_heard[w]
             if silent > self.worker_timeout_s:
                 raise WorkerError(f"self-play worker {w} (pid {self.workers[w].pid}) has not answered for "
                                   f"{silent:.0f} s")

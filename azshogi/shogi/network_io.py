@@ -57,7 +57,7 @@ class LeafBatch:
         self.counts = np.zeros(rows, np.int32) if counts is None else counts
         self.labels = np.zeros(rows * features.MAX_LEGAL_MOVES, np.int16) if labels is None else labels
         self.features1, self.features2 = features.allocate(rows)
-        self.transport = None  # the evaluator's own state for this batch (its output buffers)
+        self.transport: object = None  # the evaluator's own state for this batch (its output buffers)
         self.clear()
 
     def clear(self) -> None:

@@ -32,6 +32,7 @@ from omegaconf import OmegaConf
 from azshogi.config import Config, SearchKind, resolve_selfplay
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
+from azshogi.formats.files import write_atomically
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
@@ -98,6 +99,7 @@ def build_components(cfg: Config, instant: bool = False) -> Components:
     evaluator = make_evaluator(model, device, cfg.inference, max_batch, instant)
     rules = rules_of(cfg.rules, self_play=True)
     cap = PlayoutCap.from_config(sp)
+    selfplay: SelfPlayDriver
     if sp.num_workers == 0:
         search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
         selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
@@ -213,7 +215,7 @@ class Loop:
             handler = setup_logging(self.paths.log_file)
             purge_step = self.counters.train_steps + 1 if self.resumed_from else None
             self.monitor = Monitor(self.paths.logs, purge_step=purge_step, show_progress=self.show_progress)
-            self.paths.config_file.write_text(OmegaConf.to_yaml(self.plain_config))
+            write_atomically(self.paths.config_file, OmegaConf.to_yaml(self.plain_config).encode())
             self.monitor.hyperparameters(self.plain_config, self.counters.train_steps)
             self.say_start(seeded)
             c = self.counters

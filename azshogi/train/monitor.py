@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
@@ -116,7 +116,7 @@ class Monitor:
         self.bar = tqdm(total=total, initial=initial, desc=description, unit=unit, leave=False,
                         disable=not self.show_progress, dynamic_ncols=True)
         # A disabled bar keeps no description or count: the quiet progress lines keep their own.
-        self.phase = {"description": description, "done": initial, "total": total, "unit": unit}
+        self.phase: dict[str, Any] = {"description": description, "done": initial, "total": total, "unit": unit}
 
     def advance(self, n: int, **postfix) -> None:
         if self.bar is not None:
@@ -282,6 +282,7 @@ class SelfPlayProgress:
         (2 (L - age)); the phase ends at the x where they reach `needed` (positions x
         moves_per_position), after (x - age) x N more moves. Past L, positions come at about N per
         step."""
+        assert self.max_plies is not None  # moves_needed calls this only with a ply limit
         n, limit = self.in_flight, float(self.max_plies)
         age = self.count.moves / n
         playing = max(1, n - self.count.games)

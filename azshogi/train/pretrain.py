@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -88,9 +89,10 @@ def continue_command(cfg: Config) -> str:
     args = [f"run={cfg.run}"]
     default = Config()
     if cfg.model != default.model:
-        named = [f.name[:-len(".yaml")] for f in sorted(files("azshogi.conf").joinpath("model").iterdir(),
-                                                         key=lambda f: f.name)
-                 if f.name.endswith(".yaml") and OmegaConf.to_container(OmegaConf.load(f)) == vars(cfg.model)]
+        presets = sorted(files("azshogi.conf").joinpath("model").iterdir(), key=lambda f: f.name)
+        named = [f.name[:-len(".yaml")] for f in presets
+                 if f.name.endswith(".yaml")
+                 and OmegaConf.to_container(OmegaConf.create(f.read_text())) == vars(cfg.model)]
         args += [f"model={named[0]}"] if named else [f"model.{k}={v}" for k, v in vars(cfg.model).items()]
     if cfg.train.optimizer != default.train.optimizer:
         args.append(f"train.optimizer={cfg.train.optimizer.name}")
@@ -113,7 +115,8 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
                           f"pretrain into a new run name")
     run = RunState(cfg, resolve_device(cfg.device))  # every stream seeded, then the network built
     train = load_buffer(p.train_files)  # read before anything is written: a failed start leaves nothing
-    test, test_slots = None, None
+    test: Optional[ReplayBuffer] = None
+    test_slots = np.zeros(0, np.int64)
     if p.test_files:
         test = load_buffer(p.test_files)
         test_slots = np.sort(np.random.default_rng(cfg.seed).permutation(len(test))[:p.test_positions])

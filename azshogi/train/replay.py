@@ -50,6 +50,11 @@ class ReplayBuffer:
     policy entries are [entry_begin, entry_end) of the entry stream, in slots % entry_capacity."""
 
     def __init__(self, capacity: int, entries_per_position: int = ENTRIES_PER_POSITION):
+        self._allocate(capacity, entries_per_position)
+        self._board = cshogi.Board()
+
+    def _allocate(self, capacity: int, entries_per_position: int) -> None:
+        """An empty window of `capacity` positions."""
         self.capacity = capacity
         self.entry_capacity = capacity * entries_per_position
         self.hcps = np.zeros((capacity, 32), np.uint8)
@@ -63,7 +68,6 @@ class ReplayBuffer:
         self.probs = np.zeros(self.entry_capacity, np.float16)
         self.begin = self.end = 0
         self.entry_begin = self.entry_end = 0
-        self._board = cshogi.Board()
 
     def __len__(self) -> int:
         return self.end - self.begin
@@ -132,7 +136,7 @@ class ReplayBuffer:
     def restore(self, first: int, block: TrainingPositions) -> None:
         """Replaces the window with `block`, numbered from `first`; if this buffer is smaller than
         the block, the newest positions are kept."""
-        self.__init__(self.capacity, self.entry_capacity // self.capacity)
+        self._allocate(self.capacity, self.entry_capacity // self.capacity)
         self.begin = self.end = first
         self.extend(block)
 
@@ -235,7 +239,7 @@ class StoredReplay:
 
 # --- filling a buffer from dlshogi's files ---
 
-def load_buffer(paths: Sequence[Path]) -> ReplayBuffer:
+def load_buffer(paths: Sequence[str | Path]) -> ReplayBuffer:
     """A replay buffer holding exactly the training positions of the files."""
     games = load_positions(paths)
     positions = sum(len(g) for g in games)
@@ -248,7 +252,7 @@ def load_buffer(paths: Sequence[Path]) -> ReplayBuffer:
     return buffer
 
 
-def seed_buffer(buffer: ReplayBuffer, paths: Sequence[Path]) -> int:
+def seed_buffer(buffer: ReplayBuffer, paths: Sequence[str | Path]) -> int:
     """Adds the files' positions to a replay buffer (the newest `capacity` stay); returns how
     many positions were read."""
     games = load_positions(paths)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -64,6 +65,7 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
         self.model, self.cfg, self.device = model, cfg, device
         self.use_amp = cfg.amp and device.type == "cuda"
+        self.autocast_dtype: Optional[torch.dtype]
         if self.use_amp:
             self.autocast_dtype = torch.float16
         elif cfg.cpu_bf16 and device.type == "cpu":
@@ -122,7 +124,8 @@ class Trainer:
             if cfg.grad_clip > 0:
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
             else:
-                grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+                norms = [p.grad.norm() for p in params if p.grad is not None]
+                grad_norm = float(torch.linalg.vector_norm(torch.stack(norms)))
         skipped = not math.isfinite(grad_norm)
         if skipped:
             self.optimizer.zero_grad(set_to_none=True)
