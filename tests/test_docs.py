@@ -207,6 +207,36 @@ def _usi_anchor_played(folder: Path, output: str) -> None:
     assert records and "Fairy-Stockfish" in records[0].read_text(), records
 
 
+def _ladder_rated(folder: Path, output: str) -> None:
+    """The in-loop evaluation played the lowest rungs of the ladder (no rating yet) and rated the
+    network on the ladder's scale; a Fairy-Stockfish rung is played, or left out with its reason."""
+    last = json.loads((folder / "logs" / "myrun" / "eval" / "ratings.json").read_text())[-1]
+    assert "random" in last["matches"] and last["rating"] is not None, last
+    assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
+
+
+def _ladder_played(folder: Path, output: str) -> None:
+    """`azshogi-arena PLAYER ladder` ends with a JSON line: a rating, the rungs played."""
+    summary = json.loads(output.strip().splitlines()[-1])
+    assert summary["rating"] is not None and "greedy" in summary["rungs"], summary
+
+
+def _calibration_written(folder: Path, output: str) -> None:
+    """ladder_calibration.py played the neighbouring rungs and wrote their games and a fit."""
+    written = json.loads((folder / "a.json").read_text())
+    assert {(p["first"], p["second"]) for p in written["pairings"]} == {
+        ("random", "greedy"), ("random", "sf-10"), ("greedy", "sf-10")}, written
+    assert written["ratings"]["random"]["rating"] == 0.0, written
+
+
+def _ladder_refitted(folder: Path, output: str) -> None:
+    """The refit of the kept games gives the ratings play/ladder.py holds."""
+    from azshogi.play.ladder import RUNGS
+
+    fitted = json.loads((folder / "fit.json").read_text())["ratings"]
+    assert {r.name: round(r.rating) for r in RUNGS} == {k: round(v["rating"]) for k, v in fitted.items()}, fitted
+
+
 def _options_listed(folder: Path, output: str) -> None:
     assert re.search(r"^Checkpoint +filename +default", output, re.M), output
 
@@ -256,6 +286,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-export hcpe3-to-csa":
         Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
     # docs/architecture.md, inline
+    "python -m azshogi": Skip("trains until Ctrl-C, as `azshogi` does (azshogi/__main__.py calls the same main)"),
+    # docs/strength.md, inline
+    "azshogi-arena PLAYER ladder": Skip("PLAYER stands for a player; docs/play.md's `azshogi-arena "
+                                        "search:... ladder` runs"),
     "azshogi-bench usi": Skip("a subcommand's name; " + USI_BENCH),
     # docs/benchmarks.md
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=10 bench.repeats=3": Check(BENCH),
@@ -350,6 +384,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("ten games at a second a move; test_arena.py::test_cshogi_match_runner_plays_our_engine "
              "runs cshogi's runner with our engine against Fairy-Stockfish"),
     "azshogi run=myrun eval.every=2 eval.games=40 eval.num_simulations=64": Check(HOUR),
+    "python docs/tools/ladder_calibration.py --skills -10 -5 0 --games 30 --out a.json":
+        Run(("--skills", "-10", "--games", "2", "--nodes", "200"), needs="fairy-stockfish", then=_calibration_written),
+    "python docs/tools/ladder_calibration.py --refit docs/ladder-calibration.json --out fit.json":
+        Run(fill=(("docs/ladder-calibration.json", str(ROOT / "docs" / "ladder-calibration.json")),),
+            then=_ladder_refitted),
+    "azshogi run=myrun eval.ladder=3": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2",
+                                                   "eval.anchors=[]"), then=_ladder_rated,
+                                           needs="fairy-stockfish"),  # the lowest rungs: random, sf-10, greedy
+    "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt ladder --games 20 -a nodes=64":
+        Run(ARENA + ("-a", "nodes=4", "--rungs", "random,greedy"), then=_ladder_played),
+    "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt ladder:sf-5 --games 100 -a nodes=64":
+        Run(ARENA + ("-a", "nodes=4"), needs="fairy-stockfish"),
     "azshogi run=myrun eval.usi_engine=/usr/games/fairy-stockfish +eval.usi_options.UCI_Variant=shogi "
     "eval.usi_go='nodes 500'": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2", "eval.anchors=[]",
                                           "eval.usi_go=nodes 10"), then=_usi_anchor_played),

@@ -17,12 +17,13 @@ nearest to the current rating inside the training loop (play/gauntlet.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 _Z975 = NormalDist().inv_cdf(0.975)
 _K = math.log(10.0) / 400.0  # d/dR of the logistic argument
@@ -46,11 +47,22 @@ class Rung:
         return self.kind == "fairy"
 
 
-# Measured with docs/tools/ladder_calibration.py (see docs/strength.md, "The ladder"); until the
-# Fairy-Stockfish rungs are calibrated: greedy from 40 games against random (38-0-2, +636 +/- 155).
+# Measured with docs/tools/ladder_calibration.py on 2026-11-25: 16 pairings of 30 games (the
+# games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"). Fairy-
+# Stockfish 11.1 (Debian's) with 1 thread and 20,000 nodes a move: about 100 ms a move on the
+# project's 2-core CPU. 95% margins of the fit: sf-10 132, greedy 81, sf-5 82, sf-4 88, sf-3 95,
+# sf-2 87, sf0 112, sf2 249 (one pairing above it).
+SF_NODES = 20_000
 RUNGS: tuple[Rung, ...] = (
     Rung("random", "random", 0.0),
-    Rung("greedy", "greedy", 636.0),
+    Rung("sf-10", "fairy", 600.0, skill=-10, nodes=SF_NODES),
+    Rung("greedy", "greedy", 953.0),
+    Rung("sf-5", "fairy", 989.0, skill=-5, nodes=SF_NODES),
+    Rung("sf-4", "fairy", 1192.0, skill=-4, nodes=SF_NODES),
+    Rung("sf-3", "fairy", 1444.0, skill=-3, nodes=SF_NODES),
+    Rung("sf-2", "fairy", 1556.0, skill=-2, nodes=SF_NODES),
+    Rung("sf0", "fairy", 1667.0, skill=0, nodes=SF_NODES),
+    Rung("sf2", "fairy", 2126.0, skill=2, nodes=SF_NODES),
 )
 _BY_NAME = {r.name: r for r in RUNGS}
 
@@ -228,7 +240,7 @@ class LadderResult:
 
 def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: str = "startpos", seed: int = 0,
                 in_flight: int = 16, progress: bool = False, say: Callable[[str], None] = print,
-                on_game: Optional[Callable[[str, object, object], None]] = None) -> LadderResult:
+                on_game: Optional[Callable[[str, Any, Any], None]] = None) -> LadderResult:
     """Plays `player` against each rung (`games` games, colours alternating). A rung that
     cannot be played (Fairy-Stockfish missing, or crashing) is left out with a one-line note
     through `say`; the others are played. on_game(rung name, opponent, arena.MatchGame) per game."""
@@ -247,8 +259,7 @@ def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: s
         try:
             result.matches[r.name] = play_match(
                 player, opponent, games, openings=Openings(openings, seed), rules=rules, in_flight=in_flight,
-                progress=progress, on_game=None if on_game is None else
-                (lambda game, r=r, opponent=opponent: on_game(r.name, opponent, game)))
+                progress=progress, on_game=None if on_game is None else functools.partial(on_game, r.name, opponent))
         except UsiError as e:
             result.skipped[r.name] = f"failed: {e}"
             say(f"ladder: {r.name} left out: it failed during its match ({e})")
