@@ -181,6 +181,30 @@ class EvalConfig:
     records_saved: int = 2  # games per match saved as CSA under logs/<run>/eval/
 
 
+class ClusterBackend(str, Enum):
+    none = "none"  # self-play on this machine (selfplay.num_workers)
+    ray = "ray"  # self-play on the nodes of a Ray cluster (selfplay/cluster.py; pip install -e ".[cluster]")
+
+
+@dataclass
+class ClusterConfig:
+    """Self-play on a Ray cluster (`+cluster=ray`, docs/cluster.md): `nodes` Ray actors, each
+    running this machine's self-play (the selfplay settings, per node) on its own device, feed
+    the one learner in the main process."""
+
+    backend: ClusterBackend = ClusterBackend.none
+    # local: a Ray instance started on this machine, on 127.0.0.1 only (to try it, and the tests);
+    # auto: the cluster this machine joined with `ray start`; HOST:PORT: that cluster's head
+    address: str = "local"
+    nodes: int = 1  # self-play nodes (Ray actors)
+    node_cpus: float = 1.0  # CPUs each node reserves (Ray's scheduling; its worker processes share them)
+    node_gpus: float = 0.0  # GPUs each node reserves: 1 puts each node on a machine of its own GPU
+    node_device: str = "auto"  # the node's device for its network: auto (its CUDA when it has one), cpu, cuda
+    local_cpus: int = 0  # address=local: CPUs the local Ray instance offers (0 = nodes x node_cpus)
+    call_timeout_s: float = 300.0  # a node silent this long in one call (a move of its games) is dropped
+    start_timeout_s: float = 300.0  # a node not ready this long after it was asked for is given up
+
+
 class BenchNetwork(str, Enum):
     real = "real"
     instant = "instant"  # answers without the network: what everything around it costs
@@ -226,6 +250,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
 
@@ -310,6 +335,7 @@ def validate(cfg: Config) -> Config:
     _check(lp.keep_checkpoints >= 1, "loop.keep_checkpoints", "must be >= 1", lp.keep_checkpoints)
     _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)
     _validate_eval(cfg.eval)
+    _validate_cluster(cfg.cluster)
     b = cfg.bench
     _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
     _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
@@ -344,6 +370,19 @@ def resolve_selfplay(cfg: Config, device_type: str, cores: int) -> tuple[Config,
             + (f" (selfplay.{' and '.join(auto)} auto for {device_type} with {cores} cores)" if auto else ""))
     resolved = replace(cfg, selfplay=replace(sp, num_actors=actors, num_workers=workers))
     return validate(resolved), note
+
+
+def _validate_cluster(c: ClusterConfig) -> None:
+    _check(bool(c.address.strip()), "cluster.address", "local, auto, or HOST:PORT of the cluster's head",
+           c.address)
+    _check(c.nodes >= 1, "cluster.nodes", "must be >= 1", c.nodes)
+    _check(c.node_cpus >= 0, "cluster.node_cpus", "must be >= 0", c.node_cpus)
+    _check(c.node_gpus >= 0, "cluster.node_gpus", "must be >= 0", c.node_gpus)
+    _check(bool(_DEVICE.match(c.node_device)), "cluster.node_device", "allowed: auto, cpu, cuda, cuda:N",
+           c.node_device)
+    _check(c.local_cpus >= 0, "cluster.local_cpus", "must be >= 0 (0 = nodes x node_cpus)", c.local_cpus)
+    _check(c.call_timeout_s > 0, "cluster.call_timeout_s", "must be > 0", c.call_timeout_s)
+    _check(c.start_timeout_s > 0, "cluster.start_timeout_s", "must be > 0", c.start_timeout_s)
 
 
 def _validate_eval(ev: EvalConfig) -> None:

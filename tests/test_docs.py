@@ -215,6 +215,12 @@ def _ladder_rated(folder: Path, output: str) -> None:
     assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
 
 
+def _cluster_measured(folder: Path, output: str) -> None:
+    """cluster_bench.py measured both drivers, a lost node, and the bytes that cross the network."""
+    assert "1 node:" in output and "2 nodes:" in output and "of in process" in output, output[-2000:]
+    assert "dropped" in output and "bytes per training position" in output and "model=large" in output
+
+
 def _ladder_played(folder: Path, output: str) -> None:
     """`azshogi-arena PLAYER ladder` ends with a JSON line: a rating, the rungs played."""
     summary = json.loads(output.strip().splitlines()[-1])
@@ -252,6 +258,7 @@ STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-000
                  ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"), ("h", "ckpt-00038.pt"),
                  ("i", "ckpt-00035.pt"), ("j", "ckpt-00041.pt"))
 CURVE_CHECKPOINTS = (("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt"))  # 40-game matches of the curves
+MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/strength.md's runs with train.mirror
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -269,6 +276,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "pip install torch==2.13.0 -e . && azshogi run=gpu model=large":
         Skip("installs azshogi; `azshogi` then trains a large network until Ctrl-C"),
     "azshogi +experiment=gpu": Check(NEEDS_CUDA),
+    'pip install torch==2.13.0 -e ".[cluster]" && azshogi +cluster=ray cluster.nodes=2':
+        Skip("installs azshogi with Ray; `azshogi +cluster=ray` then trains until Ctrl-C (docs/cluster.md's entry)"),
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=20": Check(BENCH),
     "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/":
@@ -453,8 +462,32 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "simulations=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "simulations=2")),
+    **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run=m{seed} loop.max_checkpoints=41":
+       Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for seed in (1, 2)},
+    **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs greedy,sf-5 --games 100 --in-flight 100 "
+       "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
+       for run, name in MIRROR_RUNS},
     # docs/strength.md, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
+    # docs/cluster.md
+    'pip install torch==2.13.0 -e ".[cluster]"': Skip("installs azshogi with Ray"),
+    "azshogi +cluster=ray cluster.nodes=2": Check(
+        "starts a Ray instance and trains until Ctrl-C; tests/test_cluster.py::test_every_node_lost_stops_with_one_"
+        "line_a_good_checkpoint_and_no_ray_process runs it smoke-sized (cluster.address=local, two nodes)"),
+    "export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0": Skip("sets the environment of a shell that starts Ray"),
+    "ray get-auth-token --generate": Skip("writes the user's token file (~/.ray/auth_token)"),
+    **{command: Skip("starts Ray on a cluster's machine; tests/test_cluster.py starts a head and two nodes on "
+                     "127.0.0.1 (ray.cluster_utils.Cluster)") for command in (
+        "ray start --head --node-ip-address=10.0.0.1 --port=6379 --num-cpus=0 --include-dashboard=false",
+        "ray start --address=10.0.0.1:6379 --node-ip-address=10.0.0.2",
+        "ray start --address=10.0.0.1:6379 --node-ip-address=10.0.0.3 --num-gpus=0")},
+    "azshogi +cluster=ray cluster.address=auto cluster.nodes=4 cluster.node_gpus=1 cluster.node_cpus=16 "
+    "model=large run=big": Check("needs a Ray cluster of GPU machines; tests/test_cluster.py runs the cluster's "
+                                 "self-play on a cluster of this machine"),
+    "python docs/tools/cluster_bench.py": Run(("--window", "1", "--repeats", "1", "model=tiny", "rules.max_plies=40",
+                                               "selfplay.num_actors=16", "search.num_simulations=4",
+                                               "search.max_num_considered_actions=4"), then=_cluster_measured),
+    "python docs/tools/cluster_bench.py --repeats 5": Check(TOOL_ARGS),
 }
 
 
@@ -555,7 +588,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
-         *STRENGTH_RUNS, *CURVE_CHECKPOINTS)
+         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:

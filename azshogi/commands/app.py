@@ -20,13 +20,14 @@ from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
 from azshogi.formats.paths import RunPaths
+from azshogi.selfplay.cluster import ClusterError
 from azshogi.selfplay.server import WorkerError
 from azshogi.train.trainer import TrainingDiverged
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError)
+USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError, ClusterError)
 
 register_configs()
 

@@ -1,14 +1,24 @@
 """How the loop runs self-play: the `SelfPlayDriver` interface, what it counts (`SelfPlayTotals`),
 and the in-process driver. `InProcessSelfPlay` steps one SelfPlay in the main process;
-`WorkerSelfPlay` (workers.py) runs SelfPlays in worker processes around one inference server."""
+`WorkerSelfPlay` (workers.py) runs SelfPlays in worker processes around one inference server;
+`ClusterSelfPlay` (cluster.py) runs either on each node of a Ray cluster. `local_driver` builds
+one of the first two from the settings, for the main process or for a cluster's node."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
-from azshogi.selfplay.actors import SelfPlay
+from azshogi.config import SearchKind
+from azshogi.search import make_search
+from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.network_io import EvaluatorTotals
+from azshogi.shogi.rules import rules_of
+
+if TYPE_CHECKING:
+    from azshogi.config import Config
+    from azshogi.nn.evaluator import LocalEvaluator
 
 
 @dataclass
@@ -46,6 +56,15 @@ def totals_of(selfplay: SelfPlay) -> SelfPlayTotals:
                           network.seconds)
 
 
+@dataclass
+class DriverStatus:
+    """What a driver says about its processes beyond the totals: a few words for the progress
+    line ("" for the drivers on one machine) and figures for TensorBoard (selfplay/driver/)."""
+
+    line: str = ""
+    scalars: dict[str, float] = field(default_factory=dict)
+
+
 class SelfPlayDriver(Protocol):
     processes: int  # processes that search
 
@@ -61,6 +80,8 @@ class SelfPlayDriver(Protocol):
         ...
 
     def load_state_dict(self, state: dict) -> None: ...
+
+    def status(self) -> DriverStatus: ...
 
     def close(self) -> None: ...
 
@@ -86,5 +107,45 @@ class InProcessSelfPlay:
     def load_state_dict(self, state: dict) -> None:
         self.selfplay.load_state_dict(state)
 
+    def status(self) -> DriverStatus:
+        return DriverStatus()
+
     def close(self) -> None:
         pass
+
+
+def machine_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def selfplay_batch(cfg: "Config") -> int:
+    """Positions in a self-play forward pass: one leaf per actor of a search group, or several
+    with PUCT's virtual loss."""
+    group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
+    return group * (cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1)
+
+
+def server_batch(cfg: "Config") -> int:
+    """The largest forward pass of self-play's evaluator (with workers: the inference server's)."""
+    sp, batch = cfg.selfplay, selfplay_batch(cfg)
+    return min(batch, sp.server_max_batch) if sp.num_workers and sp.server_max_batch else batch
+
+
+def local_driver(cfg: "Config", evaluator: "LocalEvaluator", first_game_id: int = 0) -> SelfPlayDriver:
+    """Self-play on this machine for `cfg` (its selfplay settings concrete, resolve_selfplay):
+    in this process, or in selfplay.num_workers worker processes around `evaluator`. Game ids
+    count up from `first_game_id`."""
+    from azshogi.selfplay.workers import WorkerSelfPlay
+
+    sp = cfg.selfplay
+    rules = rules_of(cfg.rules, self_play=True)
+    cap = PlayoutCap.from_config(sp)
+    if sp.num_workers == 0:
+        search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
+        return InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
+                                          first_game_id, playout_cap=cap))
+    leaves = cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
+    return WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
+                          cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=server_batch(cfg),
+                          wait_s=sp.server_wait_ms / 1000, playout_cap=cap, first_game_id=first_game_id)

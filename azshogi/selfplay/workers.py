@@ -20,9 +20,10 @@ not been told "step" again is paused at a safe point: pausing is simply not send
 Finished games travel inside "stepped" (numpy arrays, a few KB each); the main process alone
 owns the replay buffer.
 
-Game ids interleave: worker w of W numbers its games w, w + W, w + 2W, ... from a common base,
-so ids stay unique; a checkpoint holds all games in progress, in worker order, which a resumed
-run (with any number of workers, or none) shares out again.
+Game ids interleave: worker w of W numbers its games b + w, b + w + W, b + w + 2W, ... from a
+common base b (`first_game_id`, then a resumed state's next_game_id), so ids stay unique; a
+checkpoint holds all games in progress, in worker order, which a resumed run (with any number
+of workers, or none) shares out again.
 
 Lifecycle: workers ignore SIGINT and SIGTERM (the main process stops them in order, after a
 checkpoint) and exit by themselves when the main process is gone (their pipe closes, and they
@@ -48,7 +49,7 @@ from typing import Callable, Iterator, Optional
 from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import PlayoutCap
-from azshogi.selfplay.drivers import SelfPlayTotals, totals_of
+from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, totals_of
 from azshogi.selfplay.server import (
     ClientHandle,
     ClientLost,
@@ -161,11 +162,12 @@ class WorkerSelfPlay:
     def __init__(self, evaluator: LocalEvaluator, search_config, rules: Rules, num_actors: int, num_workers: int,
                  seed: int = 0, min_policy_prob: float = 1e-4, rows_per_actor: int = 1, max_batch: int = 0,
                  wait_s: float = 0.002, worker_timeout_s: float = WORKER_TIMEOUT_S,
-                 playout_cap: PlayoutCap = PlayoutCap()):
+                 playout_cap: PlayoutCap = PlayoutCap(), first_game_id: int = 0):
         if not 1 <= num_workers <= num_actors:
             raise ValueError(f"num_workers={num_workers}: must be in [1, num_actors={num_actors}]")
         self.evaluator, self.search_config, self.rules = evaluator, search_config, rules
         self.seed, self.min_policy_prob, self.playout_cap = seed, min_policy_prob, playout_cap
+        self.first_game_id = first_game_id
         self.shares = shares(num_actors, num_workers)
         self.processes = num_workers
         self.rows = [n * rows_per_actor for n in self.shares]
@@ -229,6 +231,9 @@ class WorkerSelfPlay:
             start += n
         self._await_each("loaded", ANSWER_TIMEOUT_S)
 
+    def status(self) -> DriverStatus:
+        return DriverStatus()
+
     def close(self) -> None:
         """Stops and joins every worker, removes the shared memory; safe to call again."""
         self._closed = True
@@ -255,7 +260,7 @@ class WorkerSelfPlay:
         for w, n in enumerate(self.shares):
             p = ctx.Process(target=worker_main, name=f"azshogi-selfplay-{w}", daemon=True,
                             args=(self.server.handle(w), self.search_config, self.rules, n, self.seed,
-                                  self.min_policy_prob, w, step, self.playout_cap))
+                                  self.min_policy_prob, self.first_game_id + w, step, self.playout_cap))
             p.start()
             self.workers.append(p)
             self.server.client_started(w)

@@ -113,6 +113,9 @@ class SelfPlayGame:
     game_id: int
     record: GameRecord
     positions: TrainingPositions
+    # On a cluster, the learner's weights version (its training steps) the game's last move was
+    # played with: every move of a phase is played with that phase's version. None on one machine.
+    weights_version: Optional[int] = None
 
     @property
     def length(self) -> int:

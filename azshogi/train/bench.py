@@ -162,7 +162,7 @@ def _header(parts, batch: int, out) -> dict:
 
 
 def _measure(parts, out) -> dict:
-    from azshogi.train.loop import selfplay_batch
+    from azshogi.selfplay.drivers import selfplay_batch
 
     cfg, selfplay, evaluator = parts.cfg, parts.selfplay, parts.evaluator
     batch = selfplay_batch(cfg)  # the forward passes alone run at self-play's batch size

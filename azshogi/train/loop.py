@@ -18,7 +18,6 @@ TensorBoard's perf/. A start that fails (a bad `resume=`, a seed file) leaves no
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import Config, SearchKind, resolve_selfplay
+from azshogi.config import ClusterBackend, Config, resolve_selfplay
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.files import write_atomically
@@ -37,12 +36,8 @@ from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
-from azshogi.search import make_search
-from azshogi.selfplay.actors import PlayoutCap, SelfPlay
-from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver
-from azshogi.selfplay.workers import WorkerSelfPlay
+from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, server_batch
 from azshogi.shogi.game_record import SelfPlayGame
-from azshogi.shogi.rules import rules_of
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
@@ -52,13 +47,6 @@ from azshogi.train.trainer import Trainer
 
 class EvaluationInterrupted(Exception):
     """Ctrl-C or SIGTERM during an evaluation: it stops at once and runs again on resume."""
-
-
-def selfplay_batch(cfg: Config) -> int:
-    """Positions in a self-play forward pass: one leaf per actor of a search group, or several
-    with PUCT's virtual loss."""
-    group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
-    return group * (cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1)
 
 
 @dataclass
@@ -79,36 +67,25 @@ class Components:
         return self.run_state.model
 
 
-def machine_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def build_components(cfg: Config, instant: bool = False) -> Components:
     """Seeds every random stream from cfg.seed and builds the run state (model, trainer), the
-    evaluator and self-play (in process, or in `selfplay.num_workers` worker processes, which
-    start on first use). instant: the evaluator answers without the network (azshogi-bench's
-    instant mode)."""
+    evaluator and self-play (in process, or in `selfplay.num_workers` worker processes, or on
+    the nodes of a Ray cluster with cluster.backend=ray; processes start on first use).
+    instant: the evaluator answers without the network (azshogi-bench's instant mode)."""
     device = resolve_device(cfg.device)
+    given = cfg  # a cluster's nodes resolve the auto settings for their own machines
     cfg, note = resolve_selfplay(cfg, device.type, machine_cores())
     run_state = RunState(cfg, device)
     model = run_state.model
-    sp = cfg.selfplay
-    max_batch = selfplay_batch(cfg)
-    if sp.num_workers and sp.server_max_batch:
-        max_batch = min(max_batch, sp.server_max_batch)
-    evaluator = make_evaluator(model, device, cfg.inference, max_batch, instant)
-    rules = rules_of(cfg.rules, self_play=True)
-    cap = PlayoutCap.from_config(sp)
+    evaluator = make_evaluator(model, device, cfg.inference, server_batch(cfg), instant)
     selfplay: SelfPlayDriver
-    if sp.num_workers == 0:
-        search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
-        selfplay = InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
-                                              playout_cap=cap))
+    if cfg.cluster.backend == ClusterBackend.ray:
+        from azshogi.selfplay.cluster import ClusterSelfPlay
+
+        selfplay = ClusterSelfPlay(given, model, lambda: run_state.counters.train_steps, instant)
+        note = selfplay.note
     else:
-        leaves = cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
-        selfplay = WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
-                                  cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=max_batch,
-                                  wait_s=sp.server_wait_ms / 1000, playout_cap=cap)
+        selfplay = local_driver(cfg, evaluator)
     return Components(device, run_state, evaluator, selfplay, cfg, note)
 
 
@@ -274,7 +251,7 @@ class Loop:
         progress = self.monitor.start_selfplay(
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
             (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
-            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob))
+            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_line=self.driver_line)
         stats.positions = stats.positions_before = c.positions_since_checkpoint
         reached = False
 
@@ -304,7 +281,12 @@ class Loop:
             progress.close()
         stats.seconds = timer.elapsed()
         stats.play = self.selfplay.counters() - start  # times summed over workers
+        stats.driver = self.selfplay.status()
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
+
+    def driver_line(self) -> str:
+        """What the self-play driver says on the progress line (a cluster's nodes)."""
+        return self.selfplay.status().line
 
     def write_records(self, game: SelfPlayGame, games_in_phase: int) -> None:
         """hcpe3 (at the next checkpoint) and, for the first games of a phase, KIF."""
@@ -353,7 +335,8 @@ class Loop:
             f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
             f"{sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
             f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f} | "
-            f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}")
+            f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
+            + (f" | {sp.driver.line}" if sp.driver.line else ""))
 
     # --- evaluation (play/gauntlet.py): matches against anchors, TensorBoard eval/ ---
 

@@ -141,7 +141,8 @@ class Monitor:
         say(line)
 
     def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
-                       eta_now: bool, moves_per_position: float = 1.0) -> "SelfPlayProgress":
+                       eta_now: bool, moves_per_position: float = 1.0,
+                       driver_line: Optional[Callable[[], str]] = None) -> "SelfPlayProgress":
         """The bar of a self-play phase; eta_now: games of every age are in flight (not the run's
         first phase, whose games all start together)."""
         self.close_bar()
@@ -150,7 +151,7 @@ class Monitor:
             steps = (min(self.live_after + 1, last), last)
         return SelfPlayProgress(description, target, in_flight, steps, eta_now, self.writer, self.say,
                                 self.show_progress, self.quiet_progress, moves_per_position=moves_per_position,
-                                max_plies=self.max_plies)
+                                max_plies=self.max_plies, driver_line=driver_line)
 
     # --- TensorBoard ---
     def hyperparameters(self, config: dict, step: int) -> None:
@@ -213,6 +214,8 @@ class Monitor:
         w.add_scalar("perf/seconds_inference", sp.play.network.seconds, step)
         if tr.seconds > 0:
             w.add_scalar("perf/train_steps_per_s", tr.steps / tr.seconds, step)
+        for name, value in sp.driver.scalars.items():  # a cluster's nodes (selfplay/cluster.py)
+            w.add_scalar(f"selfplay/driver/{name}", value, step)
         w.flush()
 
     def close(self) -> None:
@@ -238,8 +241,9 @@ class SelfPlayProgress:
     def __init__(self, description: str, target: int, in_flight: int, steps: tuple[int, int], eta_now: bool,
                  writer, say: Callable[[str], None], show: bool, quiet_lines: bool,
                  clock: Callable[[], float] = time.monotonic, moves_per_position: float = 1.0,
-                 max_plies: Optional[int] = None):
+                 max_plies: Optional[int] = None, driver_line: Optional[Callable[[], str]] = None):
         self.description, self.target, self.in_flight, self.steps = description, target, in_flight, steps
+        self.driver_line = driver_line  # a cluster's nodes, weights versions and games lost
         self.moves_per_position, self.max_plies = moves_per_position, max_plies
         self.top_share = 0.0
         self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
@@ -312,7 +316,8 @@ class SelfPlayProgress:
             when += f", ~{tqdm.format_interval(self.moves_needed() / rate)} left"
         elif rate > 0:  # the run's first phase: how long games are is not known yet
             when += ", time left: estimating"
-        return " | ".join(parts) + f" | {when}"
+        driver = self.driver_line() if self.driver_line is not None else ""
+        return " | ".join(parts + ([driver] if driver else [])) + f" | {when}"
 
     def update(self, count: SelfPlayPhaseStats, force: bool = False) -> None:
         self.count = count

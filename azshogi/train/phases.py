@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 
 import cshogi
 
-from azshogi.selfplay.drivers import SelfPlayTotals
+from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals
 from azshogi.shogi.game_record import SelfPlayGame
 
 PHASES = ("selfplay", "pause", "train", "checkpoint", "eval", "records")
@@ -53,6 +53,7 @@ class SelfPlayPhaseStats:
     # The driver's totals over the phase, at its end (cheap moves, forward passes, search seconds;
     # its `moves` are `moves`).
     play: SelfPlayTotals = field(default_factory=SelfPlayTotals)
+    driver: DriverStatus = field(default_factory=DriverStatus)  # a cluster's nodes, at the phase's end
 
     def add_game(self, game: SelfPlayGame) -> None:
         """A finished game."""

@@ -1,0 +1,517 @@
+"""Self-play on a Ray cluster (cluster.backend=ray, `+cluster=ray`; docs/cluster.md).
+
+Each node is a Ray actor (`SelfPlayNode`) that runs this machine's self-play unchanged: the
+selfplay settings hold per node (its games; in its process, or its worker processes around its
+own inference server), with its own copy of the network on its own device. Only finished games
+and weights cross the network. The main process keeps the replay buffer, training, checkpoints
+and TensorBoard, and drives the nodes as WorkerSelfPlay drives its workers: one call plays one
+move of each of a node's games, so a node that has answered every call is paused between two
+moves (CALLS_IN_FLIGHT calls are queued on each node, so that it never waits for a round trip;
+pausing stops calling and takes in the calls still queued, whose games count). The alternation
+holds across nodes: when the loop's threshold is reached no node is called again, training
+runs, and the next phase first sends the new weights, once per version through Ray's object
+store (`ray.put` once, every node reads that object); each node answers every call with the
+version it played with (checked) and its games carry it (`SelfPlayGame.weights_version`).
+
+Game ids: each node started (at the run's start, on a resume, or to replace a lost one) numbers
+its games from a range of its own, GAME_ID_RANGE wide, above every id given before; a checkpoint's
+next_game_id is the first id above every range, so ids never repeat across nodes or restarts, on
+a cluster or on one machine.
+
+Checkpoints hold every node's games in progress in in_progress.py's format, the one machine's
+format: a cluster's checkpoint resumes on another number of nodes or without Ray, and a one-machine
+checkpoint on a cluster (the games are shared out in order, as to worker processes).
+
+Failures: a node whose process dies, whose machine is lost, or that is silent in a call for
+cluster.call_timeout_s is dropped; its games in progress are lost (counted: the progress line,
+TensorBoard's selfplay/driver/games_lost, the log) and the phase goes on with the others. At the
+next phase a replacement is started if the cluster has room for it. When no node is left the
+run stops with ClusterError, keeping the last checkpoint. A node that raises (a bug, not a lost
+machine) stops the run with its traceback.
+
+Security: token authentication is always on (RAY_AUTH_MODE=token; a run with it set otherwise is
+refused) and usage statistics off (RAY_USAGE_STATS_ENABLED=0). cluster.address=local starts a
+Ray instance on this machine with every address on 127.0.0.1; another address is the cluster the
+user started, on the addresses the user named (`ray start --node-ip-address=...`).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from azshogi.config import Config, from_plain, resolve_selfplay, to_plain
+from azshogi.nn.evaluator import make_evaluator, resolve_device
+from azshogi.nn.network import from_config
+from azshogi.selfplay import in_progress
+from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, local_driver, machine_cores, server_batch
+from azshogi.shogi.game_record import SelfPlayGame
+
+log = logging.getLogger("azshogi")
+
+GAME_ID_RANGE = 10**9  # ids each node started may give its games
+_POLL_S = 0.05  # how often `until` and the call timeouts are checked
+# Calls queued on each node: the next move's call waits on the node while this process takes in
+# the last answer, so a node never idles for a round trip; pausing drains them (their games count).
+CALLS_IN_FLIGHT = 2
+CLOSE_TIMEOUT_S = 10.0  # a node's own shutdown (its worker processes), before it is killed
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot go on (no node left, no connection, a node's bug): one line, or a
+    node's traceback."""
+
+
+def ray_environment(address: str) -> None:
+    """Sets what Ray reads from the environment when it is imported and started (this process's
+    environment reaches the Ray processes it starts): token authentication, no usage statistics,
+    and for address=local every address on 127.0.0.1 (Ray otherwise advertises the machine's
+    network interface even for a one-machine instance)."""
+    mode = os.environ.get("RAY_AUTH_MODE", "token")
+    if mode != "token":
+        raise ClusterError(f"RAY_AUTH_MODE={mode}: azshogi's cluster runs with token authentication only "
+                           f"(unset RAY_AUTH_MODE or set it to token; docs/cluster.md)")
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    if address == "local":
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError('cluster.backend=ray needs Ray: pip install -e ".[cluster]"') from None
+    return ray
+
+
+def connect(cluster) -> bool:
+    """Connects this process to the cluster of a ClusterConfig (starting a local one for
+    address=local); True when this process started Ray and must shut it down."""
+    ray_environment(cluster.address)
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                               "logging_level": logging.WARNING}
+    if cluster.address == "local":
+        cpus = cluster.local_cpus or max(1, math.ceil(cluster.nodes * cluster.node_cpus))
+        ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **options)  # a new one, always
+        return True
+    try:
+        ray.init(address=cluster.address, **options)
+    except Exception as e:  # ConnectionError, AuthenticationError, ...: say which address, in one line
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ClusterError(f"cluster.address={cluster.address}: cannot connect to the Ray cluster ({detail}); "
+                           f"is its head running, and is this machine's token the cluster's? "
+                           f"(docs/cluster.md)") from None
+    return True
+
+
+def _once() -> Callable[[], bool]:
+    """An `until` that lets a driver play one move of each of its games."""
+    asked = [0]
+
+    def until() -> bool:
+        asked[0] += 1
+        return asked[0] > 1
+
+    return until
+
+
+class SelfPlayNode:
+    """One node's self-play: local_driver's, around the node's own copy of the network (a Ray
+    actor; its methods are called one at a time, in order)."""
+
+    def __init__(self, plain_config: dict, first_game_id: int, instant: bool = False):
+        try:  # Ctrl-C at the main process's terminal is the main process's to handle
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+        cfg = from_plain(plain_config)
+        self.device = resolve_device(cfg.cluster.node_device)
+        cfg, self.note = resolve_selfplay(cfg, self.device.type, machine_cores())
+        torch.manual_seed(cfg.seed)
+        self.model = from_config(cfg.model).to(self.device)
+        self.evaluator = make_evaluator(self.model, self.device, cfg.inference, server_batch(cfg), instant)
+        self.driver = local_driver(cfg, self.evaluator, first_game_id)
+        self.games = cfg.selfplay.num_actors
+        self.version = -1
+
+    def describe(self) -> dict:
+        import ray
+
+        return {"host": socket.gethostname(), "address": ray.util.get_node_ip_address(), "pid": os.getpid(),
+                "device": str(self.device), "games": self.games, "processes": self.driver.processes,
+                "note": self.note}
+
+    def set_weights(self, version: int, weights: dict) -> int:
+        self.model.load_state_dict(weights)
+        self.version = version
+        return version
+
+    def step(self) -> tuple[list[SelfPlayGame], SelfPlayTotals, int]:
+        """One move of each game: the games that ended, the running totals, the weights version."""
+        finished = list(self.driver.play(until=_once()))
+        for game in finished:
+            game.weights_version = self.version
+        return finished, self.driver.counters(), self.version
+
+    def state(self) -> dict:
+        return self.driver.state_dict()
+
+    def load(self, state: dict) -> int:
+        self.driver.load_state_dict(state)
+        return in_progress.num_games(state)
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+@dataclass
+class Node:
+    """The main process's view of one node it started."""
+
+    slot: int  # its place among cluster.nodes (a replacement takes the lost node's)
+    handle: Any  # the Ray actor
+    first_game_id: int
+    info: dict = field(default_factory=dict)  # describe()'s answer
+    version: int = -1  # the weights version of its last answer
+    totals: SelfPlayTotals = field(default_factory=SelfPlayTotals)  # its last running totals
+    calls: collections.deque = field(default_factory=collections.deque)  # ObjectRefs of the calls in flight
+    heard_at: float = 0.0  # when it last answered (or was first called, when idle before)
+    phase_start: tuple[float, int] = (0.0, 0)  # time and moves when the phase started
+    alive: bool = True
+
+    @property
+    def name(self) -> str:
+        where = self.info.get("address", "?")
+        return f"node {self.slot} ({where}, pid {self.info.get('pid', '?')})"
+
+
+class ClusterSelfPlay:
+    """The SelfPlayDriver for cluster.backend=ray (see the module docstring). Nothing of Ray is
+    imported or started until the first play() or state_dict(). `version()` is the learner's
+    weights version (its training steps); `model` the learner's network, sent to the nodes
+    whenever the version changes."""
+
+    def __init__(self, cfg: Config, model: torch.nn.Module, version: Callable[[], int], instant: bool = False):
+        self.cfg, self.cluster, self.model, self.version, self.instant = cfg, cfg.cluster, model, version, instant
+        self.processes = self.cluster.nodes  # until the nodes say how many processes each searches with
+        self.nodes: list[Node] = []  # every node started, the lost ones included (their totals count)
+        self.next_game_id = 0  # the first id of the next node's range
+        self.games_lost = 0
+        self.nodes_lost = 0
+        self.weights_bytes = 0  # of the last version sent
+        self._plain = to_plain(cfg)
+        self._pending_state: Optional[dict] = None
+        self._sent_version: Optional[int] = None
+        self._weights_ref: Any = None
+        self._started = self._closed = self._ray_started = False
+        self._full_warned = False
+        self.note = (f"self-play on a Ray cluster: {self.cluster.nodes} node(s) at {self.cluster.address}, "
+                     f"{self.cluster.node_cpus:g} CPU and {self.cluster.node_gpus:g} GPU each")
+
+    # --- the driver interface ---
+
+    def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
+        self._ensure_started()
+        self._replace_lost()
+        self._send_weights()
+        now = time.monotonic()
+        for node in self.alive:
+            node.phase_start = (now, node.totals.moves)
+        stopping = until()
+        if not stopping:
+            for node in self.alive:
+                node.heard_at = now
+                for _ in range(CALLS_IN_FLIGHT):
+                    self._call_step(node)
+        ray = import_ray()
+        while self.calling:
+            calls = {ref: node for node in self.calling for ref in node.calls}
+            ready, _ = ray.wait(list(calls), num_returns=1, timeout=_POLL_S)
+            answered = {calls[ref].slot: calls[ref] for ref in ready}  # (the slots of live nodes differ)
+            for _, node in sorted(answered.items()):
+                # a node answers its calls in order: take its answers while they are in
+                while node.alive and node.calls and ray.wait([node.calls[0]], timeout=0)[0]:
+                    answer = self._answer(node, node.calls.popleft())
+                    if answer is None:  # the node is lost
+                        break
+                    node.heard_at = time.monotonic()
+                    games, node.totals, node.version = answer
+                    if node.version != self._sent_version:
+                        raise ClusterError(f"{node.name} played with weights version {node.version}, the "
+                                           f"learner's is {self._sent_version}")
+                    yield from games
+                    stopping = stopping or until()
+                    if not stopping:
+                        self._call_step(node)
+            self._drop_silent()
+            if not self.alive:
+                raise self._none_left()
+            stopping = stopping or until()
+
+    def counters(self) -> SelfPlayTotals:
+        """Every node's running totals (those of lost nodes up to their last answer)."""
+        total = SelfPlayTotals()
+        for node in self.nodes:
+            total += node.totals
+        return total
+
+    def state_dict(self) -> dict:
+        """Every node's games in progress, in slot order (the nodes must be paused); next_game_id
+        above every node's range."""
+        self._ensure_started()
+        if self.calling:
+            raise RuntimeError("state_dict() while nodes are playing; exhaust play() first")
+        nodes = sorted(self.alive, key=lambda n: n.slot)
+        refs = [node.handle.state.remote() for node in nodes]
+        states = []
+        for node, ref in zip(nodes, refs):
+            state = self._get(node, ref, self.cluster.call_timeout_s)
+            if state is not None:
+                states.append(state)
+        if not self.alive:
+            raise self._none_left()
+        state = in_progress.concatenate(states)
+        state["next_game_id"] = max(int(state["next_game_id"]), self.next_game_id)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Shares the saved games out to the nodes when they start (contiguous runs, in order);
+        ranges of new ids start above the state's next_game_id."""
+        if self._started:
+            raise RuntimeError("load_state_dict() after the nodes have started")
+        self._pending_state = state
+
+    def status(self) -> DriverStatus:
+        alive = sorted(self.alive, key=lambda n: n.slot)
+        now = time.monotonic()
+        scalars: dict[str, float] = {"nodes_alive": len(alive), "nodes_lost": self.nodes_lost,
+                                     "games_lost": self.games_lost}
+        rates = []
+        for node in alive:
+            then, moves = node.phase_start
+            rate = (node.totals.moves - moves) / (now - then) if now > then else 0.0
+            rates.append(f"{rate:,.0f}")
+            scalars[f"node{node.slot}/moves_per_s"] = rate
+            scalars[f"node{node.slot}/weights_version"] = node.version
+        versions = sorted({node.version for node in alive})
+        line = (f"nodes {len(alive)}/{self.cluster.nodes} (moves/s {' '.join(rates) or '-'}), weights v"
+                + "/".join(map(str, versions or [-1])) + f", {self.games_lost:,} games lost")
+        return DriverStatus(line, scalars)
+
+    def close(self) -> None:
+        """Stops every node (its worker processes first), and Ray if this process started it;
+        safe to call again."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        ray = import_ray()
+        alive = [node for node in self.alive]
+        refs = [node.handle.close.remote() for node in alive]
+        try:
+            ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)
+        except Exception:  # a node lost meanwhile: killed below all the same
+            pass
+        for node in alive:
+            self._kill(node)
+        if self._ray_started:
+            ray.shutdown()
+
+    # --- internals ---
+
+    @property
+    def alive(self) -> list[Node]:
+        return [node for node in self.nodes if node.alive]
+
+    @property
+    def calling(self) -> list[Node]:
+        return [node for node in self.nodes if node.alive and node.calls]
+
+    def _ensure_started(self) -> None:
+        if self._closed:
+            raise RuntimeError("the cluster's self-play has been closed")
+        if self._started:
+            return
+        self._ray_started = connect(self.cluster)
+        self._started = True
+        state, self._pending_state = self._pending_state, None
+        if state is not None:
+            self.next_game_id = max(self.next_game_id, int(state["next_game_id"]))
+        for node in self._start_nodes(list(range(self.cluster.nodes))):
+            self.nodes.append(node)
+        if not self.alive:
+            raise ClusterError(f"no self-play node started within cluster.start_timeout_s="
+                               f"{self.cluster.start_timeout_s:g} s: does the cluster have {self.cluster.node_cpus:g} "
+                               f"CPU and {self.cluster.node_gpus:g} GPU free per node? (ray status)")
+        self.processes = sum(node.info.get("processes", 1) for node in self.alive)
+        log.info("self-play nodes: " + "; ".join(f"{n.name}: {n.info.get('device')}, {n.info.get('note')}"
+                                                  for n in self.alive))
+        if state is not None:
+            self._share_out(state)
+
+    def _start_nodes(self, slots: list[int]) -> list[Node]:
+        """Starts a node in each slot, each with its own range of game ids; those ready within
+        start_timeout_s (the others are killed and not returned)."""
+        ray = import_ray()
+        remote = ray.remote(SelfPlayNode).options(num_cpus=self.cluster.node_cpus, num_gpus=self.cluster.node_gpus,
+                                                  max_restarts=0, max_task_retries=0)
+        started = []
+        for slot in slots:
+            first, self.next_game_id = self.next_game_id, self.next_game_id + GAME_ID_RANGE
+            handle = remote.remote(self._plain, first, self.instant)
+            started.append(Node(slot, handle, first))
+        refs = [node.handle.describe.remote() for node in started]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.cluster.start_timeout_s)
+        nodes = []
+        for node, ref in zip(started, refs):
+            if ref not in ready:
+                log.warning(f"self-play node {node.slot} did not start within {self.cluster.start_timeout_s:g} s")
+                self._kill(node)
+                continue
+            try:
+                node.info = ray.get(ref)
+            except Exception as e:
+                if _is_lost(e):
+                    log.warning(f"self-play node {node.slot} failed to start: {_first_line(e)}")
+                    continue
+                raise ClusterError(f"self-play node {node.slot} failed to start:\n{e}") from None
+            nodes.append(node)
+        return nodes
+
+    def _share_out(self, state: dict) -> None:
+        """The saved games, in order, to the nodes (each keeps drawing new ids from its range)."""
+        total, start, refs = in_progress.num_games(state), 0, []
+        nodes = sorted(self.alive, key=lambda n: n.slot)
+        for node in nodes:
+            n = int(node.info.get("games", 0))
+            share = in_progress.take(state, min(start, total), min(start + n, total), next_game_id=node.first_game_id)
+            refs.append(node.handle.load.remote(share))
+            start += n
+        for node, ref in zip(nodes, refs):
+            self._get(node, ref, self.cluster.call_timeout_s)
+        if start < total:
+            log.warning(f"the checkpoint holds {total} games in progress, the nodes play {start}: "
+                        f"{total - start} are dropped")
+
+    def _replace_lost(self) -> None:
+        """Starts a node in each lost node's slot, if the cluster has room for it now."""
+        missing = sorted(set(range(self.cluster.nodes)) - {node.slot for node in self.alive})
+        if not missing:
+            return
+        ray = import_ray()
+        free = ray.available_resources()
+        room = len(missing)
+        if self.cluster.node_cpus > 0:
+            room = min(room, int(free.get("CPU", 0) // self.cluster.node_cpus))
+        if self.cluster.node_gpus > 0:
+            room = min(room, int(free.get("GPU", 0) // self.cluster.node_gpus))
+        if room <= 0:
+            if not self._full_warned:
+                log.warning(f"no room on the cluster to replace {len(missing)} lost self-play node(s); "
+                            f"going on with {len(self.alive)}")
+                self._full_warned = True
+            return
+        self._full_warned = False
+        new = self._start_nodes(missing[:room])
+        self.nodes.extend(new)
+        for node in new:
+            log.warning(f"self-play {node.name} started to replace a lost one")
+        self.processes = sum(node.info.get("processes", 1) for node in self.alive)
+
+    def _send_weights(self) -> None:
+        """The learner's weights, once per version: one object in the store, read by every node
+        that has not played with it (new nodes included)."""
+        ray = import_ray()
+        version = int(self.version())
+        if version != self._sent_version:
+            weights = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            self.weights_bytes = sum(v.numel() * v.element_size() for v in weights.values())
+            self._weights_ref = ray.put(weights)
+            self._sent_version = version
+        for node in self.alive:
+            if node.version != version:
+                node.handle.set_weights.remote(version, self._weights_ref)  # runs before its next call
+                node.version = version
+
+    def _call_step(self, node: Node) -> None:
+        node.calls.append(node.handle.step.remote())
+
+    def _answer(self, node: Node, ref) -> Optional[tuple]:
+        """A finished call's answer, or None when the node is lost (it is dropped)."""
+        ray = import_ray()
+        try:
+            return ray.get(ref)
+        except Exception as e:
+            if _is_lost(e):
+                self._drop(node, _first_line(e))
+                return None
+            raise ClusterError(f"{node.name} failed:\n{e}") from None
+
+    def _get(self, node: Node, ref, timeout: float):
+        """A call's answer within `timeout`, or None when the node is lost or silent (dropped)."""
+        ray = import_ray()
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            self._drop(node, f"silent for {timeout:.0f} s")
+            return None
+        except Exception as e:
+            if _is_lost(e):
+                self._drop(node, _first_line(e))
+                return None
+            raise ClusterError(f"{node.name} failed:\n{e}") from None
+
+    def _drop_silent(self) -> None:
+        now = time.monotonic()
+        for node in self.calling:
+            if now - node.heard_at > self.cluster.call_timeout_s:
+                self._drop(node, f"silent for {now - node.heard_at:.0f} s in one move "
+                                 f"(cluster.call_timeout_s={self.cluster.call_timeout_s:g})")
+
+    def _drop(self, node: Node, reason: str) -> None:
+        node.alive = False
+        node.calls.clear()
+        lost = int(node.info.get("games", 0))
+        self.games_lost += lost
+        self.nodes_lost += 1
+        self._kill(node)
+        log.warning(f"self-play {node.name} lost ({reason}): its {lost} games in progress are lost; "
+                    f"{len(self.alive)} node(s) go on")
+
+    def _kill(self, node: Node) -> None:
+        ray = import_ray()
+        try:
+            ray.kill(node.handle, no_restart=True)
+        except Exception:  # already gone
+            pass
+
+    def _none_left(self) -> ClusterError:
+        return ClusterError(f"every self-play node is lost ({self.nodes_lost} lost, {self.games_lost:,} games in "
+                            f"progress with them); the run stops: its last checkpoint holds the state to resume "
+                            f"from (on a cluster, or on one machine without +cluster=ray)")
+
+
+def _is_lost(error: BaseException) -> bool:
+    """Whether a Ray error means the node is gone (its process, its machine), not that it failed."""
+    ray = import_ray()
+    lost = (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError, ray.exceptions.NodeDiedError)
+    return isinstance(error, lost) and not isinstance(error, ray.exceptions.RayTaskError)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
