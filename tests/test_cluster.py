@@ -224,17 +224,18 @@ def test_a_silent_node_is_dropped_after_the_call_timeout(cluster, tiny_config):
 
 def test_checkpoints_resume_on_other_node_counts_and_without_ray(cluster, tiny_config, tmp_path):
     c, _ = cluster
-    first = train(cluster_cfg(tiny_config, c.address, "loop.max_checkpoints=2"), show_progress=False)
-    assert first.checkpoints == 2
+    alone = ("device=cpu", "selfplay.num_workers=0")
+    assert train(tiny_config(*alone, "loop.max_checkpoints=1", run="c"), show_progress=False).checkpoints == 1
+    two = train(cluster_cfg(tiny_config, c.address, "loop.max_checkpoints=2"), show_progress=False)
+    assert two.checkpoints == 2  # a one-machine checkpoint on two nodes
     one = train(cluster_cfg(tiny_config, c.address, "cluster.nodes=1", "loop.max_checkpoints=3"),
                 show_progress=False)
-    assert one.checkpoints == 3
-    alone = train(tiny_config("device=cpu", "selfplay.num_workers=0", "loop.max_checkpoints=4", run="c"),
-                  show_progress=False)
-    assert alone.checkpoints == 4
+    assert one.checkpoints == 3  # two nodes' checkpoint on one node
+    alone = train(tiny_config(*alone, "loop.max_checkpoints=4", run="c"), show_progress=False)
+    assert alone.checkpoints == 4  # and on one machine without Ray
     last = tmp_path / "checkpoints" / "c" / "ckpt-00004.pt"
     window = replay_window(last)
-    assert len(window) == alone.positions  # every finished game's positions, all three sessions
+    assert len(window) == alone.positions  # every finished game's positions, all four sessions
     finished = set(np.unique(window.game_ids).tolist())
     assert len(finished) == alone.games  # no id given twice, on any node or in any session
     in_flight = [g["game_id"] for g in games_in_progress(ckpt.load(last))]
