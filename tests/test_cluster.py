@@ -160,14 +160,14 @@ def test_one_node_plays_the_games_of_the_in_process_driver(cluster, tiny_config)
     assert [(g.game_id, g.record.moves) for g in got] == [(g.game_id, g.record.moves) for g in expected]
 
 
-def test_a_killed_node_is_dropped_fast_and_costs_only_its_games_in_progress(cluster, tiny_config):
+def test_a_dead_node_and_a_silent_node_are_dropped_and_cost_only_their_games_in_progress(cluster, tiny_config):
+    """Killed: dropped as soon as Ray says so; stopped (alive, silent): after cluster.call_timeout_s.
+    Each phase completes with the others; the next starts a replacement where there is room."""
     c, _ = cluster
-    cfg = cluster_cfg(tiny_config, c.address)
+    cfg = cluster_cfg(tiny_config, c.address, "cluster.call_timeout_s=3")
     driver = ClusterSelfPlay(cfg, from_config(cfg.model), lambda: 0)
     try:
-        games = []
-        for game in driver.play(until=lambda: len(games) >= 4):
-            games.append(game)
+        games = play(driver, 4)
         victim = driver.alive[0]
         killed_at = [0.0]
 
@@ -190,34 +190,20 @@ def test_a_killed_node_is_dropped_fast_and_costs_only_its_games_in_progress(clus
         assert len(games) >= 40  # the phase completed with the other node
         # the next phase starts a replacement (its CPU is free again), in a new range of ids
         before = {n.first_game_id for n in driver.nodes}
-        more = []
-        for game in driver.play(until=lambda: len(more) >= 4):
-            more.append(game)
+        games += play(driver, 4)
         assert len(driver.alive) == 2
         assert {n.first_game_id for n in driver.alive} - before
-        ids = [g.game_id for g in games + more]
-        assert len(set(ids)) == len(ids)
         status = driver.status()
         assert status.scalars["games_lost"] == cfg.selfplay.num_actors and "games lost" in status.line
-    finally:
-        driver.close()
-
-
-def test_a_silent_node_is_dropped_after_the_call_timeout(cluster, tiny_config):
-    c, _ = cluster
-    cfg = cluster_cfg(tiny_config, c.address, "cluster.call_timeout_s=2")
-    driver = ClusterSelfPlay(cfg, from_config(cfg.model), lambda: 0)
-    try:
-        games = []
-        for game in driver.play(until=lambda: len(games) >= 2):
-            games.append(game)
-        victim = driver.alive[1]
-        os.kill(victim.info["pid"], signal.SIGSTOP)  # alive, but answers nothing
+        # a node that stops answering: alive, silent
+        silent = driver.alive[1]
+        os.kill(silent.info["pid"], signal.SIGSTOP)
         start = time.monotonic()
-        for game in driver.play(until=lambda: len(games) >= 14):
-            games.append(game)
-        assert not victim.alive and driver.games_lost == cfg.selfplay.num_actors
-        assert time.monotonic() - start < 30
+        games += play(driver, 12)
+        assert not silent.alive and driver.games_lost == 2 * cfg.selfplay.num_actors
+        assert time.monotonic() - start < 40
+        ids = [g.game_id for g in games]
+        assert len(set(ids)) == len(ids)
     finally:
         driver.close()
 
