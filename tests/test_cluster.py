@@ -4,6 +4,7 @@ on. Positions are conserved and ids unique across nodes and restarts, the nodes 
 learner's weights, a lost node costs its games in progress and nothing else, and a checkpoint
 moves between clusters of any size and one machine. Skipped where Ray is not installed."""
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -229,25 +230,47 @@ def test_checkpoints_resume_on_other_node_counts_and_without_ray(cluster, tiny_c
     assert ckpt.load(last)["selfplay"]["next_game_id"] > max(finished | set(in_flight))
 
 
+def processes() -> dict[int, tuple[int, str]]:
+    """Every process of this machine: pid -> (parent pid, command line)."""
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            found[int(proc.name)] = (ppid, (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+def of_session(driver_pid: int) -> list[int]:
+    """The Ray processes a driver started (Ray names its session after the driver's pid)."""
+    mark = re.compile(rf"session_\S*_{driver_pid}(\s|/|$)")
+    return [pid for pid, (_, command) in processes().items() if mark.search(command)]
+
+
 def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_process(tmp_path):
-    """address=local, as a user runs it: the run's own Ray instance, every node killed in the
+    """address=local, as a user runs it: the run's own Ray instance; its node killed in the
     second phase."""
-    ray_processes = "gcs_server|raylet"
-    before = set(subprocess.run(["pgrep", "-f", ray_processes], capture_output=True, text=True).stdout.split())
-    args = [sys.executable, "-m", "azshogi", *TINY, "+cluster=ray", "cluster.address=local", "cluster.nodes=2",
+    args = [sys.executable, "-m", "azshogi", *TINY, "+cluster=ray", "cluster.address=local", "cluster.nodes=1",
             "selfplay.num_workers=0", "device=cpu", "run=lost", "loop.max_checkpoints=50",
             f"checkpoint_root={tmp_path / 'checkpoints'}", f"log_root={tmp_path / 'logs'}"]
     env = dict(os.environ)
     env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the product sets it itself for address=local
     env.pop("RAY_AUTH_TOKEN")  # a local instance makes its own
+    env.pop("RAY_ADDRESS", None)  # not this test's cluster
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     first = tmp_path / "checkpoints" / "lost" / "ckpt-00001.pt"
     deadline = time.monotonic() + 180
     while not first.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert first.exists(), run.communicate()[1][-3000:]
-    for pid in subprocess.run(["pgrep", "-f", "SelfPlayNode"], capture_output=True, text=True).stdout.split():
-        os.kill(int(pid), signal.SIGKILL)
+    session = of_session(run.pid)
+    assert session, "no Ray process of the run's own instance"
+    everything = processes()
+    nodes = [pid for pid, (ppid, command) in everything.items() if ppid in session and "SelfPlayNode" in command]
+    assert nodes, "the run's node is not a child of its raylet"
+    for pid in nodes:
+        os.kill(pid, signal.SIGKILL)
     out, err = run.communicate(timeout=120)
     assert run.returncode == 2, err[-3000:]  # a user error: azshogi: error: ...
     lines = [line for line in err.splitlines() if line.strip()]
@@ -255,10 +278,10 @@ def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_proces
     saved = ckpt.load(sorted(first.parent.glob("ckpt-*.pt"))[-1])
     assert saved["counters"]["checkpoints"] >= 1
     assert not list(first.parent.glob("*.tmp*"))
-    time.sleep(1.0)
-    after = set(subprocess.run(["pgrep", "-f", ray_processes], capture_output=True, text=True).stdout.split())
-    assert after <= before, "the run left Ray processes behind"
-    assert not subprocess.run(["pgrep", "-f", "SelfPlayNode"], capture_output=True, text=True).stdout.split()
+    deadline = time.monotonic() + 10
+    while of_session(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not of_session(run.pid), "the run left Ray processes behind"
 
 
 def test_a_default_run_imports_no_ray():
