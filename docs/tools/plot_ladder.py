@@ -1,0 +1,91 @@
+"""Draws runs' strength on the ladder against wall time, from their in-loop evaluations (one PNG).
+
+    pip install -e ".[docs]"     # matplotlib
+    python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73
+
+Each run's logs/<run>/eval/ratings.json keeps every evaluation's W-L-D against each rung it
+played; the rating is fitted again from them with the ladder's ratings as they are now
+(play/ladder.py), so evaluations logged before the ladder's calibration land on today's scale.
+Points: rating ± its margin at the run's wall time (hours, as the run recorded it: on a shared or
+paused machine, longer than on a quiet one), or with `--per-checkpoint MIN` at checkpoints x MIN
+minutes (the time a quiet machine takes per checkpoint; 41 checkpoints in 30 minutes: 0.73);
+dashed lines: the rungs. Matches against the previous checkpoint are not used (they have no
+fixed rating).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", help="the PNG to write")
+    parser.add_argument("runs", nargs="+", help="runs' log folders (logs/<run>)")
+    parser.add_argument("--per-checkpoint", type=float, default=0.0, metavar="MIN",
+                        help="x = checkpoints x MIN minutes (a quiet machine's time) instead of the wall time")
+    return parser.parse_args(argv)
+
+
+def fail(message: str) -> None:
+    print(f"plot_ladder.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def curve(log_dir: Path) -> list[tuple[float, float, float, int]]:
+    """(hours, rating, margin, checkpoint) of each evaluation of a run, refitted on today's ladder."""
+    from azshogi.play.ladder import RUNGS, Score, rate, rung
+
+    path = log_dir / "eval" / "ratings.json"
+    try:
+        history = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    points = []
+    for entry in history:
+        scores = [Score(rung(name).rating, m["wins"], m["losses"], m["draws"])
+                  for name, m in entry["matches"].items() if name in {r.name for r in RUNGS}]
+        if scores:
+            fit = rate(scores)
+            points.append((entry["seconds"] / 3600, fit.rating, fit.margin, entry["checkpoint"]))
+    return points
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        fail('needs matplotlib: pip install -e ".[docs]" (or pip install matplotlib)')
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from azshogi.play.ladder import RUNGS
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for run in args.runs:
+        points = curve(Path(run))
+        if not points:
+            fail(f"{run}: no evaluation against a rung of the ladder")
+        hours, ratings, margins, checkpoints = zip(*points)
+        if args.per_checkpoint:
+            hours = tuple(c * args.per_checkpoint / 60 for c in checkpoints)
+        ax.errorbar(hours, ratings, yerr=margins, marker="o", markersize=3, capsize=2, label=Path(run).name)
+    top = ax.get_ylim()[1]
+    for r in RUNGS:
+        if r.rating <= top + 200:
+            ax.axhline(r.rating, color="grey", linestyle="--", linewidth=0.7)
+            ax.text(ax.get_xlim()[1], r.rating, f" {r.name}", va="center", fontsize=8, color="grey")
+    ax.set_xlabel(f"hours on a quiet machine (checkpoints x {args.per_checkpoint:g} min)" if args.per_checkpoint
+                  else "wall time of the run (hours, as recorded)")
+    ax.set_ylabel("rating (Elo above uniform random)")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=100)
+    print(f"wrote {args.out}: " + ", ".join(f"{Path(r).name}" for r in args.runs))
+
+
+if __name__ == "__main__":
+    main()
