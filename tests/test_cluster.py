@@ -209,6 +209,25 @@ def test_a_dead_node_and_a_silent_node_are_dropped_and_cost_only_their_games_in_
         driver.close()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA: a node asked for cuda fails")
+def test_a_node_that_cannot_start_stops_the_run_with_its_error_and_frees_the_others(cluster, tiny_config):
+    """Not a lost machine but a setting the node's machine cannot honour: the node's own error,
+    and no node left holding the cluster's CPUs."""
+    c, _ = cluster
+    cfg = cluster_cfg(tiny_config, c.address, "cluster.node_device=cuda")
+    driver = ClusterSelfPlay(cfg, from_config(cfg.model), lambda: 0)
+    try:
+        with pytest.raises(ClusterError, match="failed to start") as error:
+            play(driver, 1)
+        assert "CUDA is not available" in str(error.value)
+    finally:
+        driver.close()
+    deadline = time.monotonic() + 20
+    while ray.available_resources().get("CPU", 0) < 2:  # every node started is killed
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.2)
+
+
 def test_checkpoints_resume_on_other_node_counts_and_without_ray(cluster, tiny_config, tmp_path):
     c, _ = cluster
     alone = ("device=cpu", "selfplay.num_workers=0")

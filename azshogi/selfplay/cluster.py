@@ -190,6 +190,7 @@ class Node:
     heard_at: float = 0.0  # when it last answered (or was first called, when idle before)
     phase_start: tuple[float, int] = (0.0, 0)  # time and moves when the phase started
     alive: bool = True
+    weights_call: Any = None  # the ObjectRef of its last set_weights call
 
     @property
     def name(self) -> str:
@@ -225,6 +226,8 @@ class ClusterSelfPlay:
     def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         self._ensure_started()
         self._replace_lost()
+        if not self.alive:
+            raise self._none_left()
         self._send_weights()
         now = time.monotonic()
         for node in self.alive:
@@ -239,7 +242,12 @@ class ClusterSelfPlay:
         while self.calling:
             calls = {ref: node for node in self.calling for ref in node.calls}
             ready, _ = ray.wait(list(calls), num_returns=1, timeout=_POLL_S)
+            if ready:  # every answer in by now (ray.wait returns the first in the order asked)
+                ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
             answered = {calls[ref].slot: calls[ref] for ref in ready}  # (the slots of live nodes differ)
+            now = time.monotonic()
+            for node in answered.values():  # heard now, however long taking in the others' games takes
+                node.heard_at = now
             for _, node in sorted(answered.items()):
                 # a node answers its calls in order: take its answers while they are in
                 while node.alive and node.calls and ray.wait([node.calls[0]], timeout=0)[0]:
@@ -249,6 +257,7 @@ class ClusterSelfPlay:
                     node.heard_at = time.monotonic()
                     games, node.totals, node.version = answer
                     if node.version != self._sent_version:
+                        self._check_weights_loaded(node)
                         raise ClusterError(f"{node.name} played with weights version {node.version}, the "
                                            f"learner's is {self._sent_version}")
                     yield from games
@@ -276,8 +285,9 @@ class ClusterSelfPlay:
         nodes = sorted(self.alive, key=lambda n: n.slot)
         refs = [node.handle.state.remote() for node in nodes]
         states = []
+        deadline = time.monotonic() + self.cluster.call_timeout_s  # one for all: silent nodes do not add up
         for node, ref in zip(nodes, refs):
-            state = self._get(node, ref, self.cluster.call_timeout_s)
+            state = self._get(node, ref, deadline)
             if state is not None:
                 states.append(state)
         if not self.alive:
@@ -387,6 +397,8 @@ class ClusterSelfPlay:
                 if _is_lost(e):
                     log.warning(f"self-play node {node.slot} failed to start: {_first_line(e)}")
                     continue
+                for other in started:  # none is left holding its CPUs and GPUs
+                    self._kill(other)
                 raise ClusterError(f"self-play node {node.slot} failed to start:\n{e}") from None
             nodes.append(node)
         return nodes
@@ -400,8 +412,11 @@ class ClusterSelfPlay:
             share = in_progress.take(state, min(start, total), min(start + n, total), next_game_id=node.first_game_id)
             refs.append(node.handle.load.remote(share))
             start += n
+        deadline = time.monotonic() + self.cluster.call_timeout_s
         for node, ref in zip(nodes, refs):
-            self._get(node, ref, self.cluster.call_timeout_s)
+            self._get(node, ref, deadline)
+        if not self.alive:
+            raise self._none_left()
         if start < total:
             log.warning(f"the checkpoint holds {total} games in progress, the nodes play {start}: "
                         f"{total - start} are dropped")
@@ -443,8 +458,19 @@ class ClusterSelfPlay:
             self._sent_version = version
         for node in self.alive:
             if node.version != version:
-                node.handle.set_weights.remote(version, self._weights_ref)  # runs before its next call
+                # runs before its next call; kept to say why, should the node answer with another version
+                node.weights_call = node.handle.set_weights.remote(version, self._weights_ref)
                 node.version = version
+
+    def _check_weights_loaded(self, node: Node) -> None:
+        """Raises the node's own error when loading the weights failed on it."""
+        ray = import_ray()
+        try:
+            ray.get(node.weights_call, timeout=0)
+        except ray.exceptions.GetTimeoutError:
+            pass
+        except Exception as e:
+            raise ClusterError(f"{node.name} failed to load weights version {self._sent_version}:\n{e}") from None
 
     def _call_step(self, node: Node) -> None:
         node.calls.append(node.handle.step.remote())
@@ -460,13 +486,14 @@ class ClusterSelfPlay:
                 return None
             raise ClusterError(f"{node.name} failed:\n{e}") from None
 
-    def _get(self, node: Node, ref, timeout: float):
-        """A call's answer within `timeout`, or None when the node is lost or silent (dropped)."""
+    def _get(self, node: Node, ref, deadline: float):
+        """A call's answer by `deadline` (time.monotonic()), or None when the node is lost or
+        silent (dropped)."""
         ray = import_ray()
         try:
-            return ray.get(ref, timeout=timeout)
+            return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
         except ray.exceptions.GetTimeoutError:
-            self._drop(node, f"silent for {timeout:.0f} s")
+            self._drop(node, f"silent for cluster.call_timeout_s={self.cluster.call_timeout_s:g} s")
             return None
         except Exception as e:
             if _is_lost(e):
@@ -507,8 +534,12 @@ class ClusterSelfPlay:
 def _is_lost(error: BaseException) -> bool:
     """Whether a Ray error means the node is gone (its process, its machine), not that it failed."""
     ray = import_ray()
-    lost = (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError, ray.exceptions.NodeDiedError)
-    return isinstance(error, lost) and not isinstance(error, ray.exceptions.RayTaskError)
+    errors = ray.exceptions
+    lost = (errors.RayActorError, errors.ObjectLostError, errors.NodeDiedError, errors.OutOfMemoryError,
+            errors.WorkerCrashedError, errors.LocalRayletDiedError)
+    if getattr(error, "actor_init_failed", False):  # its constructor raised: a bug or a bad setting, to be shown
+        return False
+    return isinstance(error, lost) and not isinstance(error, errors.RayTaskError)
 
 
 def _first_line(error: BaseException) -> str:
