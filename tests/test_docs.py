@@ -221,10 +221,10 @@ def _cluster_measured(folder: Path, output: str) -> None:
     assert "dropped" in output and "bytes per training position" in output and "model=large" in output
 
 
-def _ladder_played(folder: Path, output: str) -> None:
+def _ladder_played(folder: Path, output: str, rungs: tuple[str, ...] = ("greedy",)) -> None:
     """`azshogi-arena PLAYER ladder` ends with a JSON line: a rating, the rungs played."""
     summary = json.loads(output.strip().splitlines()[-1])
-    assert summary["rating"] is not None and "greedy" in summary["rungs"], summary
+    assert summary["rating"] is not None and set(rungs) <= set(summary["rungs"]), summary
 
 
 def _calibration_written(folder: Path, output: str) -> None:
@@ -259,6 +259,7 @@ STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-000
                  ("i", "ckpt-00035.pt"), ("j", "ckpt-00041.pt"))
 CURVE_CHECKPOINTS = (("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt"))  # 40-game matches of the curves
 MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/strength.md's runs with train.mirror
+TWO_HOURS = ("m1", "ckpt-00164.pt")  # and m1's last checkpoint, 2 hours on a quiet machine
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -467,6 +468,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs greedy,sf-5 --games 100 --in-flight 100 "
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
        for run, name in MIRROR_RUNS},
+    "azshogi +experiment=cpu train.mirror=true seed=1 run=m1 loop.max_checkpoints=164 eval.every=10 "
+    "'eval.anchors=[greedy]' eval.ladder=2": Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
+    "azshogi-arena search:checkpoints/m1/ckpt-00164.pt ladder --rungs sf-4,sf0 --games 100 --in-flight 100 "
+    "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish",
+                               then=functools.partial(_ladder_played, rungs=("sf-4", "sf0"))),
+    "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
+        Run(then=_png_written, needs="matplotlib"),
     # docs/strength.md, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
@@ -589,7 +597,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
-         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS)
+         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
@@ -610,6 +618,7 @@ def _scratch(folder: Path, commands: list[str]) -> Path:
                             "train/value_loss", "selfplay/mean_game_length", "selfplay/termination_rate/checkmate"):
                     writer.add_scalar(tag, step / 1000, step)
     if "plot_ladder.py" in text:  # runs' in-loop evaluations against rungs of the ladder
+        (folder / "docs").mkdir(exist_ok=True)
         for run in ("m1", "m2"):
             evals = folder / "logs" / run / "eval"
             evals.mkdir(parents=True, exist_ok=True)
