@@ -251,10 +251,9 @@ class ClusterSelfPlay:
             for _, node in sorted(answered.items()):
                 # a node answers its calls in order: take its answers while they are in
                 while node.alive and node.calls and ray.wait([node.calls[0]], timeout=0)[0]:
-                    answer = self._answer(node, node.calls.popleft())
+                    answer = self._get(node, node.calls.popleft())  # in: no wait
                     if answer is None:  # the node is lost
                         break
-                    node.heard_at = time.monotonic()
                     games, node.totals, node.version = answer
                     if node.version != self._sent_version:
                         self._check_weights_loaded(node)
@@ -329,7 +328,7 @@ class ClusterSelfPlay:
         if not self._started:
             return
         ray = import_ray()
-        alive = [node for node in self.alive]
+        alive = self.alive
         refs = [node.handle.close.remote() for node in alive]
         try:
             ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)
@@ -475,23 +474,13 @@ class ClusterSelfPlay:
     def _call_step(self, node: Node) -> None:
         node.calls.append(node.handle.step.remote())
 
-    def _answer(self, node: Node, ref) -> Optional[tuple]:
-        """A finished call's answer, or None when the node is lost (it is dropped)."""
+    def _get(self, node: Node, ref, deadline: Optional[float] = None):
+        """A call's answer (by `deadline`, time.monotonic(), if given), or None when the node is
+        lost or silent (dropped)."""
         ray = import_ray()
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            return ray.get(ref)
-        except Exception as e:
-            if _is_lost(e):
-                self._drop(node, _first_line(e))
-                return None
-            raise ClusterError(f"{node.name} failed:\n{e}") from None
-
-    def _get(self, node: Node, ref, deadline: float):
-        """A call's answer by `deadline` (time.monotonic()), or None when the node is lost or
-        silent (dropped)."""
-        ray = import_ray()
-        try:
-            return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            return ray.get(ref, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             self._drop(node, f"silent for cluster.call_timeout_s={self.cluster.call_timeout_s:g} s")
             return None

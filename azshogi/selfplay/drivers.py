@@ -119,11 +119,16 @@ def machine_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def leaves_per_actor(cfg: "Config") -> int:
+    """Leaves an actor's search asks the network for at once: one, or several with PUCT's
+    virtual loss."""
+    return cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
+
+
 def selfplay_batch(cfg: "Config") -> int:
-    """Positions in a self-play forward pass: one leaf per actor of a search group, or several
-    with PUCT's virtual loss."""
+    """Positions in a self-play forward pass: the leaves of every actor of a search group."""
     group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
-    return group * (cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1)
+    return group * leaves_per_actor(cfg)
 
 
 def server_batch(cfg: "Config") -> int:
@@ -145,7 +150,6 @@ def local_driver(cfg: "Config", evaluator: "LocalEvaluator", first_game_id: int 
         search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
         return InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
                                           first_game_id, playout_cap=cap))
-    leaves = cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
     return WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
-                          cfg.replay.min_policy_prob, rows_per_actor=leaves, max_batch=server_batch(cfg),
+                          cfg.replay.min_policy_prob, rows_per_actor=leaves_per_actor(cfg), max_batch=server_batch(cfg),
                           wait_s=sp.server_wait_ms / 1000, playout_cap=cap, first_game_id=first_game_id)
