@@ -116,6 +116,13 @@ class SelfPlayConfig:
     # as no training position; the other moves get the full search and are recorded. 0 = off.
     cheap_search_prob: float = 0.0
     cheap_simulations: int = 4
+    # A deeper self-play search once the network has learnt the basics: from this checkpoint on,
+    # `deeper_simulations` among `deeper_considered` root candidates (Gumbel; PUCT uses the
+    # simulations only). 0 = never. docs/strength.md: a 3x32 run levelled off with 32 simulations
+    # looking at every candidate once (a one-ply teacher); 64 among 16 lifted it.
+    deeper_from_checkpoint: int = 0
+    deeper_simulations: int = 64
+    deeper_considered: int = 16
 
 
 @dataclass
@@ -312,6 +319,14 @@ def validate(cfg: Config) -> Config:
     _check(sp.cheap_simulations >= 1, "selfplay.cheap_simulations", "must be >= 1", sp.cheap_simulations)
     _check(sp.cheap_search_prob == 0 or sp.cheap_simulations < s.num_simulations, "selfplay.cheap_simulations",
            f"must be below search.num_simulations={s.num_simulations} (the cheap search is the smaller one)",
+           sp.cheap_simulations)
+    _check(sp.deeper_from_checkpoint >= 0, "selfplay.deeper_from_checkpoint", "must be >= 0 (0 = never)",
+           sp.deeper_from_checkpoint)
+    _check(sp.deeper_simulations >= 1, "selfplay.deeper_simulations", "must be >= 1", sp.deeper_simulations)
+    _check(2 <= sp.deeper_considered <= 593, "selfplay.deeper_considered", "must be in [2, 593] (the legal-move range)",
+           sp.deeper_considered)
+    _check(sp.cheap_search_prob == 0 or sp.deeper_from_checkpoint == 0 or sp.cheap_simulations < sp.deeper_simulations,
+           "selfplay.cheap_simulations", f"must be below selfplay.deeper_simulations={sp.deeper_simulations}",
            sp.cheap_simulations)
     _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)

@@ -304,3 +304,43 @@ def test_a_failed_start_from_the_command_line_leaves_nothing(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == "azshogi: error: checkpoint not found: missing.pt"
     assert list(tmp_path.iterdir()) == []
+
+
+def scalar_values(log_dir: Path, tag: str) -> list[float]:
+    acc = EventAccumulator(str(log_dir))
+    acc.Reload()
+    return [e.value for e in sorted(acc.Scalars(tag), key=lambda e: e.step)]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_path, workers):
+    """selfplay.deeper_from_checkpoint=2: from the third phase on, self-play evaluates about 12
+    positions a move where the first two evaluated about 5 (the TINY search's 4 simulations and
+    the root); the game numbering goes on through the change; a resumed run searches deeper from
+    its start. (With worker processes a phase's moves and evaluations are counted at slightly
+    different moments, so a phase of a single step can read low: there, the largest must be deep.)"""
+    deeper = ("selfplay.deeper_from_checkpoint=2", "selfplay.deeper_simulations=12", "selfplay.deeper_considered=4",
+              f"selfplay.num_workers={workers}")
+    train(tiny_config(*deeper, "loop.max_checkpoints=4"), show_progress=False)
+    logs, checkpoints = tmp_path / "logs" / "t", tmp_path / "checkpoints" / "t"
+    per_move = scalar_values(logs, "perf/nn_evals_per_move")
+    assert max(per_move[:2]) <= 6 and min(per_move[:2]) >= 4, per_move
+    assert (min(per_move[2:]) if workers == 0 else max(per_move[2:])) >= 9, per_move
+    said = (logs / "azshogi.log").read_text()
+    assert "checkpoint 2: self-play now searches gumbel 12 simulations, 4 considered" in said
+    first = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00001.pt"))}
+    last = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00004.pt"))}
+    assert len(last) == 6 and min(last) > max(first)  # numbered on, not from 0 again
+    train(tiny_config(*deeper, "loop.max_checkpoints=5"), show_progress=False)
+    assert scalar_values(logs, "perf/nn_evals_per_move")[4] >= 9
+    assert "gumbel 12 simulations, 4 considered" in (logs / "azshogi.log").read_text().split("resumed from")[1]
+
+
+@pytest.mark.parametrize("override,key", [("selfplay.deeper_from_checkpoint=-1", "selfplay.deeper_from_checkpoint"),
+                                          ("selfplay.deeper_simulations=0", "selfplay.deeper_simulations"),
+                                          ("selfplay.deeper_considered=1", "selfplay.deeper_considered")])
+def test_a_bad_deeper_search_names_its_key(tiny_config, override, key):
+    from azshogi.config import ConfigError
+
+    with pytest.raises(ConfigError, match=key):
+        tiny_config(override)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import ClusterBackend, Config, resolve_selfplay
+from azshogi.config import ClusterBackend, Config, SearchKind, resolve_selfplay
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.files import write_atomically
@@ -36,7 +36,7 @@ from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
-from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, server_batch
+from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, search_at, server_batch
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
@@ -61,6 +61,7 @@ class Components:
     selfplay: SelfPlayDriver
     cfg: Config  # with self-play's auto settings made concrete for this machine
     note: str  # what those are
+    given: Config  # as given (a cluster's nodes resolve the auto settings for their own machines)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -73,20 +74,25 @@ def build_components(cfg: Config, instant: bool = False) -> Components:
     the nodes of a Ray cluster with cluster.backend=ray; processes start on first use).
     instant: the evaluator answers without the network (azshogi-bench's instant mode)."""
     device = resolve_device(cfg.device)
-    given = cfg  # a cluster's nodes resolve the auto settings for their own machines
+    given = cfg
     cfg, note = resolve_selfplay(cfg, device.type, machine_cores())
     run_state = RunState(cfg, device)
-    model = run_state.model
-    evaluator = make_evaluator(model, device, cfg.inference, server_batch(cfg), instant)
-    selfplay: SelfPlayDriver
+    evaluator = make_evaluator(run_state.model, device, cfg.inference, server_batch(cfg), instant)
+    selfplay, driver_note = selfplay_driver(given, cfg, run_state, evaluator, instant)
+    return Components(device, run_state, evaluator, selfplay, cfg, driver_note or note, given)
+
+
+def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: LocalEvaluator,
+                    instant: bool) -> tuple[SelfPlayDriver, str]:
+    """Self-play for these settings (`given` as the user gave them, `cfg` resolved for this
+    machine): on the nodes of a Ray cluster, else in process or worker processes; with what it
+    says of itself."""
     if cfg.cluster.backend == ClusterBackend.ray:
         from azshogi.selfplay.cluster import ClusterSelfPlay
 
-        selfplay = ClusterSelfPlay(given, model, lambda: run_state.counters.train_steps, instant)
-        note = selfplay.note
-    else:
-        selfplay = local_driver(cfg, evaluator)
-    return Components(device, run_state, evaluator, selfplay, cfg, note)
+        cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, instant)
+        return cluster, cluster.note
+    return local_driver(cfg, evaluator), ""
 
 
 class Loop:
@@ -100,6 +106,8 @@ class Loop:
         self.paths = RunPaths.of(cfg)
         self.run_state = parts.run_state  # model, trainer, counters, random streams
         self.device, self.evaluator, self.selfplay = parts.device, parts.evaluator, parts.selfplay
+        self.given = parts.given
+        self.selfplay_search = cfg.search  # what self-play searches with now (selfplay.deeper_*)
         self.replay = ReplayBuffer(cfg.replay.capacity)
         self.stored_replay = StoredReplay(self.replay, ReplayStore(self.paths.replay_store))
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
@@ -137,7 +145,8 @@ class Loop:
         parts = ckpt.split(state, path)
         self.run_state.load_state_dict(parts.run, path)  # first: it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
-        self.selfplay.load_state_dict(parts.selfplay)
+        if not self.deepen_selfplay_if_due(parts.selfplay):  # the driver's processes have not started yet
+            self.selfplay.load_state_dict(parts.selfplay)
 
     def restore(self) -> None:
         """Resumes from `resume=PATH`, else from the run's newest checkpoint, if any."""
@@ -209,6 +218,9 @@ class Loop:
                 if self.stop_requested:
                     break
                 self.finish_checkpoint(selfplay_stats, train_stats)  # 4, then 5: loop again
+                if not self.done() and self.deepen_selfplay_if_due():
+                    self.monitor.say(f"checkpoint {c.checkpoints}: self-play now searches {self.search_words()} "
+                                     f"(selfplay.deeper_from_checkpoint={self.cfg.selfplay.deeper_from_checkpoint})")
                 if self.evaluation_due():
                     self.evaluate()
             if self.stop_requested:
@@ -227,9 +239,8 @@ class Loop:
     def say_start(self, seeded: Optional[str]) -> None:
         c, cfg = self.counters, self.cfg
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
-        self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, "
-                         f"{self.selfplay_note}, {cfg.search.kind.value} "
-                         f"{cfg.search.num_simulations} simulations, network {cfg.model.blocks}x{cfg.model.channels}")
+        self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
+                         f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}")
         limit = cfg.loop.max_checkpoints
         if limit > 0 and c.checkpoints >= limit:  # nothing to play or train: say why, and what to do
             self.monitor.say(f"run '{cfg.run}' already reached loop.max_checkpoints={limit} "
@@ -283,6 +294,28 @@ class Loop:
         stats.play = self.selfplay.counters() - start  # times summed over workers
         stats.driver = self.selfplay.status()
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
+
+    def search_words(self) -> str:
+        s = self.selfplay_search
+        considered = f", {s.max_num_considered_actions} considered" if s.kind == SearchKind.gumbel else ""
+        return f"{s.kind.value} {s.num_simulations} simulations{considered}"
+
+    def deepen_selfplay_if_due(self, games: Optional[dict] = None) -> bool:
+        """From selfplay.deeper_from_checkpoint on, self-play searches deeper: its driver is
+        rebuilt with those settings and takes over the games in progress (as a resume would):
+        `games`, or the paused driver's."""
+        search = search_at(self.cfg, self.counters.checkpoints).search
+        if search == self.selfplay_search:
+            return False
+        if games is None:
+            games = self.selfplay.state_dict()
+        self.selfplay.close()
+        self.selfplay, _ = selfplay_driver(search_at(self.given, self.counters.checkpoints),
+                                           search_at(self.cfg, self.counters.checkpoints), self.run_state,
+                                           self.evaluator, instant=False)
+        self.selfplay.load_state_dict(games)
+        self.selfplay_search = search
+        return True
 
     def driver_line(self) -> str:
         """What the self-play driver says on the progress line (a cluster's nodes)."""

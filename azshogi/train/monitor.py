@@ -206,6 +206,8 @@ class Monitor:
             w.add_scalar("perf/nn_evals_per_s", sp.play.network.positions / sp.seconds, step)
         if sp.play.network.calls:
             w.add_scalar("perf/mean_batch_size", sp.play.network.positions / sp.play.network.calls, step)
+        if sp.moves:  # how deep self-play searches: about its simulations (+1), fewer where leaves end games
+            w.add_scalar("perf/nn_evals_per_move", sp.play.network.positions / sp.moves, step)
         for phase, seconds in times.items():  # where the wall time since the previous checkpoint went
             w.add_scalar(f"perf/seconds_{PHASE_TAGS.get(phase, phase)}", seconds, step)
         w.add_scalar("perf/seconds_wall", times.wall, step)
