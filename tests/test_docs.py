@@ -260,6 +260,10 @@ STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-000
 CURVE_CHECKPOINTS = (("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt"))  # 40-game matches of the curves
 MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/strength.md's runs with train.mirror
 TWO_HOURS = ("m1", "ckpt-00164.pt")  # and m1's last checkpoint, 2 hours on a quiet machine
+# docs/strength.md's runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
+DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.pt"), ("d2", "ckpt-00081.pt"),
+          ("c2", "ckpt-00081.pt"))
+DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4"}
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -469,12 +473,27 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
        for run, name in MIRROR_RUNS},
     "azshogi +experiment=cpu train.mirror=true seed=1 run=m1 loop.max_checkpoints=164 eval.every=10 "
-    "'eval.anchors=[greedy]' eval.ladder=2": Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
+    "'eval.anchors=[greedy]' eval.ladder=2 selfplay.deeper_from_checkpoint=0":
+        Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
     "azshogi-arena search:checkpoints/m1/ckpt-00164.pt ladder --rungs sf-4,sf0 --games 100 --in-flight 100 "
     "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish",
                                then=functools.partial(_ladder_played, rungs=("sf-4", "sf0"))),
     "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
         Run(then=_png_written, needs="matplotlib"),
+    "azshogi +experiment=cpu train.mirror=true seed=1 run=d1 loop.max_checkpoints=184 eval.every=0 "
+    "loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16":
+        Check("trains for 20 checkpoints from m1's 164th (25 minutes on a quiet 2-core machine)"),
+    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0":
+       Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)") for n in (41, 81)},
+    "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
+        Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
+    "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
+    "selfplay.deeper_from_checkpoint=0": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
+    **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs {DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]} "
+       "--games 100 --in-flight 100 -a nodes=64 --quiet":
+       Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=functools.partial(
+           _ladder_played, rungs=tuple((DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]).split(","))))
+       for run, name in (TWO_HOURS, *DEEPER)},
     # docs/strength.md, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
@@ -597,7 +616,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
-         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS)
+         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
