@@ -304,17 +304,16 @@ class Loop:
         """From selfplay.deeper_from_checkpoint on, self-play searches deeper: its driver is
         rebuilt with those settings and takes over the games in progress (as a resume would):
         `games`, or the paused driver's."""
-        search = search_at(self.cfg, self.counters.checkpoints).search
-        if search == self.selfplay_search:
+        cfg = search_at(self.cfg, self.counters.checkpoints)
+        if cfg.search == self.selfplay_search:
             return False
         if games is None:
             games = self.selfplay.state_dict()
         self.selfplay.close()
-        self.selfplay, _ = selfplay_driver(search_at(self.given, self.counters.checkpoints),
-                                           search_at(self.cfg, self.counters.checkpoints), self.run_state,
+        self.selfplay, _ = selfplay_driver(search_at(self.given, self.counters.checkpoints), cfg, self.run_state,
                                            self.evaluator, instant=False)
         self.selfplay.load_state_dict(games)
-        self.selfplay_search = search
+        self.selfplay_search = cfg.search
         return True
 
     def driver_line(self) -> str:
