@@ -306,10 +306,8 @@ def test_a_failed_start_from_the_command_line_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def scalar_values(log_dir: Path, tag: str) -> list[float]:
-    acc = EventAccumulator(str(log_dir))
-    acc.Reload()
-    return [e.value for e in sorted(acc.Scalars(tag), key=lambda e: e.step)]
+def evals_per_move(log_dir: Path) -> list[float]:
+    return [value for _, value in sorted(scalars(log_dir)["perf/nn_evals_per_move"])]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -323,7 +321,7 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
               f"selfplay.num_workers={workers}")
     train(tiny_config(*deeper, "loop.max_checkpoints=4"), show_progress=False)
     logs, checkpoints = tmp_path / "logs" / "t", tmp_path / "checkpoints" / "t"
-    per_move = scalar_values(logs, "perf/nn_evals_per_move")
+    per_move = evals_per_move(logs)
     assert max(per_move[:2]) <= 6 and min(per_move[:2]) >= 4, per_move
     assert (min(per_move[2:]) if workers == 0 else max(per_move[2:])) >= 9, per_move
     said = (logs / "azshogi.log").read_text()
@@ -332,7 +330,7 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     last = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00004.pt"))}
     assert len(last) == 6 and min(last) > max(first)  # numbered on, not from 0 again
     train(tiny_config(*deeper, "loop.max_checkpoints=6"), show_progress=False)
-    resumed = scalar_values(logs, "perf/nn_evals_per_move")[4:]
+    resumed = evals_per_move(logs)[4:]
     assert (min(resumed) if workers == 0 else max(resumed)) >= 9, resumed
     assert "gumbel 12 simulations, 4 considered" in (logs / "azshogi.log").read_text().split("resumed from")[1]
 
