@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -262,8 +263,11 @@ MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/strengt
 TWO_HOURS = ("m1", "ckpt-00164.pt")  # and m1's last checkpoint, 2 hours on a quiet machine
 # docs/strength.md's runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
 DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.pt"), ("d2", "ckpt-00081.pt"),
-          ("c2", "ckpt-00081.pt"))
-DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4"}
+          ("c2", "ckpt-00081.pt"), ("d2", "ckpt-00101.pt"), ("d2", "ckpt-00121.pt"), ("d2", "ckpt-00141.pt"),
+          ("d2", "ckpt-00161.pt"))
+DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4",
+                "ckpt-00101.pt": "sf-3", "ckpt-00121.pt": "sf-3", "ckpt-00141.pt": "sf-3,sf-2,sf0",
+                "ckpt-00161.pt": "sf-2,sf0"}
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -480,11 +484,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
                                then=functools.partial(_ladder_played, rungs=("sf-4", "sf0"))),
     "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
         Run(then=_png_written, needs="matplotlib"),
+    "python docs/tools/plot_ladder.py docs/strength-deeper.png --matches docs/strength-matches.json":
+        Run(then=_png_written, needs="matplotlib"),
     "azshogi +experiment=cpu train.mirror=true seed=1 run=d1 loop.max_checkpoints=184 eval.every=0 "
     "loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16":
         Check("trains for 20 checkpoints from m1's 164th (25 minutes on a quiet 2-core machine)"),
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0":
        Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)") for n in (41, 81)},
+    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 "
+       "loop.keep_checkpoints=100": Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
+       for n in (141, 161)},
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
         Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
@@ -645,6 +654,9 @@ def _scratch(folder: Path, commands: list[str]) -> Path:
                 "random": {"wins": 19, "losses": 1, "draws": 0}, "greedy": {"wins": c, "losses": 20 - c, "draws": 0},
                 "previous": {"wins": 10, "losses": 10, "draws": 0}}} for c in (5, 10, 15)]
             (evals / "ratings.json").write_text(json.dumps(history))
+    if "docs/strength-matches.json" in text:  # the matches as docs/strength.md keeps them
+        (folder / "docs").mkdir(exist_ok=True)
+        shutil.copy(ROOT / "docs" / "strength-matches.json", folder / "docs")
     (folder / "home").mkdir(exist_ok=True)
     return folder / "home"
 
@@ -740,6 +752,20 @@ def test_plot_scalars_without_matplotlib_says_so_in_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr == 'plot_scalars.py: error: needs matplotlib: pip install -e ".[docs]" (or pip install ' \
                           'matplotlib)\n'
+
+
+def test_plot_ladder_names_a_matches_file_it_cannot_read(tmp_path):
+    tool = str(ROOT / "docs" / "tools" / "plot_ladder.py")
+    bad = tmp_path / "matches.json"
+    bad.write_text(json.dumps({"runs": {"x": {"points": [{"checkpoint": 1, "minutes": 1.0,
+                                                          "matches": {"sf-99": [1, 0, 0]}}]}}}))
+    for content in (None, "{not json"):
+        if content is not None:
+            bad.write_text(content)
+        done = subprocess.run([sys.executable, tool, "x.png", "--matches", str(bad)], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(f"plot_ladder.py: error: {bad}:"), done.stderr
+        assert not (tmp_path / "x.png").exists()
 
 
 def test_the_extractor_reads_continuations_and_drops_comments(tmp_path):

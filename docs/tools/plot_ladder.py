@@ -2,6 +2,7 @@
 
     pip install -e ".[docs]"     # matplotlib
     python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73
+    python docs/tools/plot_ladder.py docs/strength-deeper.png --matches docs/strength-matches.json
 
 Each run's logs/<run>/eval/ratings.json keeps every evaluation's W-L-D against each rung it
 played; the rating is fitted again from them with the ladder's ratings as they are now
@@ -11,6 +12,11 @@ paused machine, longer than on a quiet one), or with `--per-checkpoint MIN` at c
 minutes (the time a quiet machine takes per checkpoint; 41 checkpoints in 30 minutes: 0.73);
 dashed lines: the rungs. Matches against the previous checkpoint are not used (they have no
 fixed rating).
+
+`--matches FILE` adds matches played after the runs (`azshogi-arena ... ladder`), kept in a JSON
+file: {"runs": {RUN: {"minutes": "how the minutes were counted", "points": [{"checkpoint": N,
+"minutes": M, "matches": {RUNG: [WINS, LOSSES, DRAWS], ...}}, ...]}}}; each point is rated from
+its matches the same way, at M minutes.
 """
 from __future__ import annotations
 
@@ -18,12 +24,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Sequence
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="the PNG to write")
-    parser.add_argument("runs", nargs="+", help="runs' log folders (logs/<run>)")
+    parser.add_argument("runs", nargs="*", help="runs' log folders (logs/<run>)")
+    parser.add_argument("--matches", metavar="FILE", help="a JSON file of matches against rungs (the docstring)")
     parser.add_argument("--per-checkpoint", type=float, default=0.0, metavar="MIN",
                         help="x = checkpoints x MIN minutes (a quiet machine's time) instead of the wall time")
     return parser.parse_args(argv)
@@ -53,8 +61,31 @@ def curve(log_dir: Path) -> list[tuple[float, float, float, int]]:
     return points
 
 
+def _rated(matches: dict[str, Sequence[int]]) -> tuple[float, float]:
+    """Rating and margin from {rung: (wins, losses, draws)}; a name that is no rung raises ValueError."""
+    from azshogi.play.ladder import Score, rate, rung
+
+    fit = rate([Score(rung(name).rating, *(int(n) for n in wld)) for name, wld in matches.items()])
+    return fit.rating, fit.margin
+
+
+def match_curves(path: Path) -> dict[str, list[tuple[float, float, float, int]]]:
+    """{run: [(hours, rating, margin, checkpoint), ...]} from a file of matches (the docstring)."""
+    try:
+        runs = json.loads(path.read_text())["runs"]
+        curves = {}
+        for run, entry in runs.items():
+            curves[run] = [(p["minutes"] / 60, *_rated(p["matches"]), p["checkpoint"]) for p in entry["points"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{path}: {type(e).__name__}: {e}")
+    return curves
+
+
 def main() -> None:
     args = parse_args()
+    if not args.runs and not args.matches:
+        fail("nothing to draw: give runs' log folders, --matches FILE, or both")
+    matched = match_curves(Path(args.matches)) if args.matches else {}
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -73,18 +104,28 @@ def main() -> None:
         if args.per_checkpoint:
             hours = tuple(c * args.per_checkpoint / 60 for c in checkpoints)
         ax.errorbar(hours, ratings, yerr=margins, marker="o", markersize=3, capsize=2, label=Path(run).name)
+    for run, points in matched.items():
+        if not points:
+            fail(f"{args.matches}: run {run!r} has no points")
+        hours, ratings, margins, _ = zip(*points)
+        ax.errorbar(hours, ratings, yerr=margins, marker="s", markersize=4, capsize=3, label=f"{run} (matches)")
     top = ax.get_ylim()[1]
     for r in RUNGS:
         if r.rating <= top + 200:
             ax.axhline(r.rating, color="grey", linestyle="--", linewidth=0.7)
             ax.text(ax.get_xlim()[1], r.rating, f" {r.name}", va="center", fontsize=8, color="grey")
-    ax.set_xlabel(f"hours on a quiet machine (checkpoints x {args.per_checkpoint:g} min)" if args.per_checkpoint
-                  else "wall time of the run (hours, as recorded)")
+    if not args.runs:
+        ax.set_xlabel("hours on a quiet machine (the minutes in the matches file)")
+    elif args.per_checkpoint:
+        ax.set_xlabel(f"hours on a quiet machine (checkpoints x {args.per_checkpoint:g} min)")
+    else:
+        ax.set_xlabel("wall time of the run (hours, as recorded)")
     ax.set_ylabel("rating (Elo above uniform random)")
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)
-    print(f"wrote {args.out}: " + ", ".join(f"{Path(r).name}" for r in args.runs))
+    drawn = [Path(r).name for r in args.runs] + ([args.matches] if args.matches else [])
+    print(f"wrote {args.out}: " + ", ".join(drawn))
 
 
 if __name__ == "__main__":
