@@ -759,7 +759,7 @@ def test_plot_ladder_names_a_matches_file_it_cannot_read(tmp_path):
     bad = tmp_path / "matches.json"
     bad.write_text(json.dumps({"runs": {"x": {"points": [{"checkpoint": 1, "minutes": 1.0,
                                                           "matches": {"sf-99": [1, 0, 0]}}]}}}))
-    for content in (None, "{not json"):
+    for content in (None, "{not json", json.dumps({"runs": {"x": {"points": []}}})):
         if content is not None:
             bad.write_text(content)
         done = subprocess.run([sys.executable, tool, "x.png", "--matches", str(bad)], capture_output=True,

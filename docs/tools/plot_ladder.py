@@ -76,6 +76,8 @@ def match_curves(path: Path) -> dict[str, list[tuple[float, float, float, int]]]
         curves = {}
         for run, entry in runs.items():
             curves[run] = [(p["minutes"] / 60, *_rated(p["matches"]), p["checkpoint"]) for p in entry["points"]]
+            if not curves[run]:
+                raise ValueError(f"run {run!r} has no points")
     except (OSError, ValueError, KeyError, TypeError) as e:
         fail(f"{path}: {type(e).__name__}: {e}")
     return curves
@@ -105,8 +107,6 @@ def main() -> None:
             hours = tuple(c * args.per_checkpoint / 60 for c in checkpoints)
         ax.errorbar(hours, ratings, yerr=margins, marker="o", markersize=3, capsize=2, label=Path(run).name)
     for run, points in matched.items():
-        if not points:
-            fail(f"{args.matches}: run {run!r} has no points")
         hours, ratings, margins, _ = zip(*points)
         ax.errorbar(hours, ratings, yerr=margins, marker="s", markersize=4, capsize=3, label=f"{run} (matches)")
     top = ax.get_ylim()[1]
