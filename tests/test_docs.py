@@ -264,10 +264,10 @@ TWO_HOURS = ("m1", "ckpt-00164.pt")  # and m1's last checkpoint, 2 hours on a qu
 # docs/strength.md's runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
 DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.pt"), ("d2", "ckpt-00081.pt"),
           ("c2", "ckpt-00081.pt"), ("d2", "ckpt-00101.pt"), ("d2", "ckpt-00121.pt"), ("d2", "ckpt-00141.pt"),
-          ("d2", "ckpt-00161.pt"))
+          ("d2", "ckpt-00161.pt"), ("d2", "ckpt-00181.pt"))
 DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4",
                 "ckpt-00101.pt": "sf-3", "ckpt-00121.pt": "sf-3", "ckpt-00141.pt": "sf-3,sf-2,sf0",
-                "ckpt-00161.pt": "sf-2,sf0"}
+                "ckpt-00161.pt": "sf-2,sf0", "ckpt-00181.pt": "sf0"}
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -493,7 +493,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)") for n in (41, 81)},
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 "
        "loop.keep_checkpoints=100": Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
-       for n in (141, 161)},
+       for n in (141, 161, 181)},
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
         Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
