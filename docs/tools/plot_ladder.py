@@ -42,31 +42,30 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-def curve(log_dir: Path) -> list[tuple[float, float, float, int]]:
-    """(hours, rating, margin, checkpoint) of each evaluation of a run, refitted on today's ladder."""
-    from azshogi.play.ladder import RUNGS, Score, rate, rung
-
-    path = log_dir / "eval" / "ratings.json"
-    try:
-        history = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
-    points = []
-    for entry in history:
-        scores = [Score(rung(name).rating, m["wins"], m["losses"], m["draws"])
-                  for name, m in entry["matches"].items() if name in {r.name for r in RUNGS}]
-        if scores:
-            fit = rate(scores)
-            points.append((entry["seconds"] / 3600, fit.rating, fit.margin, entry["checkpoint"]))
-    return points
-
-
 def _rated(matches: dict[str, Sequence[int]]) -> tuple[float, float]:
     """Rating and margin from {rung: (wins, losses, draws)}; a name that is no rung raises ValueError."""
     from azshogi.play.ladder import Score, rate, rung
 
     fit = rate([Score(rung(name).rating, *(int(n) for n in wld)) for name, wld in matches.items()])
     return fit.rating, fit.margin
+
+
+def curve(log_dir: Path) -> list[tuple[float, float, float, int]]:
+    """(hours, rating, margin, checkpoint) of each evaluation of a run, refitted on today's ladder."""
+    from azshogi.play.ladder import RUNGS
+
+    path = log_dir / "eval" / "ratings.json"
+    try:
+        history = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    names = {r.name for r in RUNGS}
+    points = []
+    for entry in history:
+        matches = {name: (m["wins"], m["losses"], m["draws"]) for name, m in entry["matches"].items() if name in names}
+        if matches:
+            points.append((entry["seconds"] / 3600, *_rated(matches), entry["checkpoint"]))
+    return points
 
 
 def match_curves(path: Path) -> dict[str, list[tuple[float, float, float, int]]]:
