@@ -268,6 +268,9 @@ DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.p
 DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4",
                 "ckpt-00101.pt": "sf-3", "ckpt-00121.pt": "sf-3", "ckpt-00141.pt": "sf-3,sf-2,sf0",
                 "ckpt-00161.pt": "sf-2,sf0", "ckpt-00181.pt": "sf0"}
+# docs/strength.md's second seed of the 2-hour run (d3): its matches, (checkpoint, rungs, the engine's nodes a move)
+D3_MATCHES = (("ckpt-00141.pt", "sf0", 192), ("ckpt-00141.pt", "sf0", 64), ("ckpt-00141.pt", "sf-3", 192),
+              ("ckpt-00141.pt", "sf-3", 64))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -503,6 +506,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=functools.partial(
            _ladder_played, rungs=tuple((DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]).split(","))))
        for run, name in (TWO_HOURS, *DEEPER)},
+    "azshogi +experiment=cpu train.mirror=true seed=3 run=d3 loop.max_checkpoints=141 eval.every=0 "
+    "loop.keep_checkpoints=100": Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
+    'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
+    **{f"azshogi-arena search:checkpoints/d3/{name} ladder --rungs {rungs} --games 100 --in-flight 100 "
+       f"-a nodes={nodes} --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=functools.partial(
+           _ladder_played, rungs=tuple(rungs.split(","))))
+       for name, rungs, nodes in D3_MATCHES},
     # docs/strength.md, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
@@ -625,7 +635,8 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
-         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER)
+         *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
+         *(("d3", name) for name, _, _ in D3_MATCHES))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
