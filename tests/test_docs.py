@@ -216,6 +216,15 @@ def _ladder_rated(folder: Path, output: str) -> None:
     assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
 
 
+def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64) -> tuple[str, Run]:
+    """docs/strength.md's 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
+    and its entry: played tiny, every rung named must have been played."""
+    return (f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs {rungs} --games 100 --in-flight 100 "
+            f"-a nodes={nodes} --quiet",
+            Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish",
+                then=functools.partial(_ladder_played, rungs=tuple(rungs.split(",")))))
+
+
 def _cluster_measured(folder: Path, output: str) -> None:
     """cluster_bench.py measured both drivers, a lost node, and the bytes that cross the network."""
     assert "2 nodes:" in output and "of in process" in output, output[-2000:]
@@ -482,9 +491,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu train.mirror=true seed=1 run=m1 loop.max_checkpoints=164 eval.every=10 "
     "'eval.anchors=[greedy]' eval.ladder=2 selfplay.deeper_from_checkpoint=0":
         Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
-    "azshogi-arena search:checkpoints/m1/ckpt-00164.pt ladder --rungs sf-4,sf0 --games 100 --in-flight 100 "
-    "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish",
-                               then=functools.partial(_ladder_played, rungs=("sf-4", "sf0"))),
+    **dict([_ladder_match(*TWO_HOURS, "sf-4,sf0")]),
     "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
         Run(then=_png_written, needs="matplotlib"),
     "python docs/tools/plot_ladder.py docs/strength-deeper.png --matches docs/strength-matches.json":
@@ -501,18 +508,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
     "selfplay.deeper_from_checkpoint=0": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
-    **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs {DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]} "
-       "--games 100 --in-flight 100 -a nodes=64 --quiet":
-       Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=functools.partial(
-           _ladder_played, rungs=tuple((DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]).split(","))))
-       for run, name in (TWO_HOURS, *DEEPER)},
+    **dict(_ladder_match(run, name, DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]) for run, name in (TWO_HOURS, *DEEPER)),
     "azshogi +experiment=cpu train.mirror=true seed=3 run=d3 loop.max_checkpoints=141 eval.every=0 "
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
-    **{f"azshogi-arena search:checkpoints/d3/{name} ladder --rungs {rungs} --games 100 --in-flight 100 "
-       f"-a nodes={nodes} --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=functools.partial(
-           _ladder_played, rungs=tuple(rungs.split(","))))
-       for name, rungs, nodes in D3_MATCHES},
+    **dict(_ladder_match("d3", name, rungs, nodes) for name, rungs, nodes in D3_MATCHES),
     # docs/strength.md, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
