@@ -277,9 +277,9 @@ DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.p
 DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4",
                 "ckpt-00101.pt": "sf-3", "ckpt-00121.pt": "sf-3", "ckpt-00141.pt": "sf-3,sf-2,sf0",
                 "ckpt-00161.pt": "sf-2,sf0", "ckpt-00181.pt": "sf0"}
-# docs/strength.md's second seed of the 2-hour run (d3): its matches, (checkpoint, rungs, the engine's nodes a move)
-D3_MATCHES = (("ckpt-00141.pt", "sf0", 192), ("ckpt-00141.pt", "sf0", 64), ("ckpt-00141.pt", "sf-3", 192),
-              ("ckpt-00141.pt", "sf-3", 64))
+# docs/strength.md's second seed of the 2-hour run (d3): its last checkpoint and its matches (rungs, the engine's nodes)
+D3 = ("d3", "ckpt-00141.pt")
+D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -513,7 +513,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu train.mirror=true seed=3 run=d3 loop.max_checkpoints=141 eval.every=0 "
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
-    **dict(_ladder_match("d3", name, rungs, nodes) for name, rungs, nodes in D3_MATCHES),
+    **dict(_ladder_match(*D3, rungs, nodes) for rungs, nodes in D3_MATCHES),
     "timeout -s TERM 7200 azshogi +experiment=cpu train.mirror=true seed=3 run=w1 model.blocks=4 model.channels=48 "
     "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300": Check("trains a 4x48 network for 2 hours"),
     **dict(_ladder_match(*W1, rungs) for rungs in ("sf0", "sf-3")),
@@ -640,7 +640,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
-         *(("d3", name) for name, _, _ in D3_MATCHES), W1)
+         D3, W1)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
