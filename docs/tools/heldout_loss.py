@@ -1,0 +1,98 @@
+"""How well do networks predict self-play positions they did not train on? A diagnostic, not part
+of training.
+
+    python docs/tools/heldout_loss.py --positions CHECKPOINT [--newest N] CHECKPOINT...
+
+The positions are the newest N segments (default 1: the last phase's self-play) of the replay
+window of the checkpoint given to --positions, read from the replay store beside it. Each
+CHECKPOINT's network (in eval mode, as it plays, fp32) is scored on all of them:
+
+    value loss   binary cross-entropy of its win rate against the value target training uses:
+                 (1 - w) x the game's result + w x the search's root value, from the side to move,
+                 mapped to [0, 1]; w = train.value_target_root_weight of the positions' run
+    vs result    the same against the game's result alone (a win 1, a draw 1/2, a loss 0)
+    policy       cross-entropy of its policy against the search's visit targets (nats)
+
+A run's logged training losses are measured on positions it is training on; the same figures on
+positions it never saw (another run's, or positions newer than the checkpoint) show how much of
+a low training loss is memorised games rather than knowledge that carries to new positions.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.paths import replay_store_of
+from azshogi.formats.replay_store import ReplayStore
+from azshogi.play.models import load_model
+from azshogi.train.replay import Batch, ReplayBuffer
+
+
+def newest_positions(checkpoint_file: Path, newest: int) -> tuple[Batch, float, int]:
+    """(batch of the newest `newest` segments of the checkpoint's replay window, the run's value
+    target root weight, segments read)."""
+    state = ckpt.load(checkpoint_file)
+    replay = state["replay"]
+    segments = replay["segments"][-newest:]
+    if not segments:
+        raise SystemExit(f"{checkpoint_file}: its replay window is empty")
+    begin = max(replay["begin"], segments[0]["first"])
+    block = ReplayStore(replay_store_of(checkpoint_file)).read(segments, begin, replay["end"])
+    buffer = ReplayBuffer(max(1, len(block.results)))
+    buffer.restore(begin, block)
+    slots = (buffer.begin + np.arange(len(buffer))) % buffer.capacity
+    weight = float(state["config"]["train"]["value_target_root_weight"])
+    return buffer.gather(slots), weight, len(segments)
+
+
+def losses(model: torch.nn.Module, batch: Batch, root_weight: float, chunk: int = 1024) -> dict[str, float]:
+    """Mean value loss (against the training target and against the result alone) and policy
+    cross-entropy of `model` over the batch."""
+    target = ((1.0 - root_weight) * batch.result + root_weight * batch.root_value + 1.0) / 2.0
+    result = (batch.result + 1.0) / 2.0
+    total = {"value": 0.0, "result": 0.0, "policy": 0.0}
+    n = len(batch.result)
+    with torch.no_grad():
+        for i in range(0, n, chunk):
+            part = slice(i, i + chunk)
+            policy_logits, value_logit = model(torch.from_numpy(batch.features1[part]),
+                                               torch.from_numpy(batch.features2[part]))
+            value_logit = value_logit.float().squeeze(1)
+            total["value"] += F.binary_cross_entropy_with_logits(
+                value_logit, torch.from_numpy(target[part]).float(), reduction="sum").item()
+            total["result"] += F.binary_cross_entropy_with_logits(
+                value_logit, torch.from_numpy(result[part]).float(), reduction="sum").item()
+            log_p = F.log_softmax(policy_logits.float(), dim=1)
+            total["policy"] -= (torch.from_numpy(batch.policy[part]) * log_p).sum().item()
+    return {key: value / n for key, value in total.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoints", nargs="+", type=Path, help="the networks to score")
+    parser.add_argument("--positions", type=Path, required=True,
+                        help="a checkpoint whose replay window's newest segments are the positions")
+    parser.add_argument("--newest", type=int, default=1, help="segments (checkpoints' worth of self-play) to use")
+    args = parser.parse_args(argv)
+    if args.newest < 1:
+        parser.error("--newest must be >= 1")
+    torch.set_num_threads(1)
+    batch, root_weight, segments = newest_positions(args.positions, args.newest)
+    print(f"positions: {len(batch.result)} from the newest {segments} segment(s) of {args.positions}'s replay "
+          f"window (value target: {1 - root_weight:g} x result + {root_weight:g} x root value)")
+    for path in args.checkpoints:
+        model, _ = load_model(path)
+        scores = losses(model.float(), batch, root_weight)
+        print(f"{path}: value loss {scores['value']:.3f}, vs result {scores['result']:.3f}, "
+              f"policy {scores['policy']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""docs/tools/heldout_loss.py, the held-out loss diagnostic docs/strength.md quotes."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from conftest import replay_window
+
+from azshogi.formats import checkpoint as ckpt
+from azshogi.train.loop import train
+
+TOOL = Path(__file__).resolve().parents[1] / "docs" / "tools" / "heldout_loss.py"
+
+
+def tool():
+    spec = importlib.util.spec_from_file_location("heldout_loss", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class SureOfTheSideToMove(torch.nn.Module):
+    """A network that says the side to move wins (win rate sigmoid(30)) and knows no move."""
+
+    def forward(self, features1, features2):
+        n = features1.shape[0]
+        return torch.zeros(n, 2187), torch.full((n, 1), 30.0)
+
+
+def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config, tmp_path):
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    last = run / "ckpt-00002.pt"
+    segments = ckpt.load(last)["replay"]["segments"]
+    heldout = tool()
+    batch, weight, read = heldout.newest_positions(last, 1)
+    assert read == 1 and weight == 0.0  # the tiny run's value target is the result alone
+    assert len(batch.result) == segments[-1]["count"]
+    window = replay_window(last)
+    assert np.array_equal(batch.result, window.results[-len(batch.result):].astype(np.float32))
+
+    # the side to move "always wins": nothing lost on its wins, 30 nats on its losses, 15 on draws
+    scores = heldout.losses(SureOfTheSideToMove(), batch, weight)
+    losses, draws = np.mean(batch.result == -1), np.mean(batch.result == 0)
+    assert scores["result"] == scores["value"]
+    assert math.isclose(scores["result"], 30 * losses + 15 * draws, rel_tol=1e-4, abs_tol=1e-4)
+    assert math.isclose(scores["policy"], math.log(2187), rel_tol=1e-5)  # uniform over the labels
+
+    done = subprocess.run([sys.executable, str(TOOL), "--positions", str(last), "--newest", "2",
+                           str(run / "ckpt-00001.pt"), str(last)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    total = sum(s["count"] for s in segments[-2:])
+    assert re.search(rf"^positions: {total} from the newest 2 segment", done.stdout, re.M), done.stdout
+    figures = re.findall(r"value loss ([\d.]+), vs result ([\d.]+), policy ([\d.]+)$", done.stdout, re.M)
+    assert len(figures) == 2 and all(0 < float(x) < 20 for row in figures for x in row), done.stdout
