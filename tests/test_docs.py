@@ -281,6 +281,9 @@ DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-
 D3 = ("d3", "ckpt-00141.pt")
 D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
+# d3 with the learning rate dropped to a tenth from checkpoint 101 (l1) or 81 (l2): checkpoints and nodes matched
+LR_DROPS = (("l1", "ckpt-00141.pt", 64), ("l1", "ckpt-00141.pt", 192), ("l1", "ckpt-00131.pt", 64),
+            ("l2", "ckpt-00141.pt", 64), ("l2", "ckpt-00131.pt", 64))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -517,6 +520,22 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "timeout -s TERM 7200 azshogi +experiment=cpu train.mirror=true seed=3 run=w1 model.blocks=4 model.channels=48 "
     "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300": Check("trains a 4x48 network for 2 hours"),
     **dict(_ladder_match(*W1, rungs) for rungs in ("sf0", "sf-3")),
+    **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/d3/ckpt-{start:05d}.pt checkpoints/d3/replay "
+       f"checkpoints/{run}/": Skip("copies d3's checkpoint and its replay store (shell commands)")
+       for run, start in (("l1", 100), ("l2", 80))},
+    **{f"azshogi +experiment=cpu train.mirror=true seed=3 run={run} loop.max_checkpoints=141 eval.every=0 "
+       f"loop.keep_checkpoints=100 train.lr_schedule=step train.decay_steps={steps} train.min_lr_ratio=0.1":
+       Check(f"trains on from d3's checkpoint {start} to 141 with a tenth of the learning rate (40-60 minutes)")
+       for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950))},
+    **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),
+    "azshogi-arena gumbel:checkpoints/d3/ckpt-00141.pt ladder --rungs sf0 --games 100 --in-flight 100 "
+    "-a simulations=64 -a considered=16 --quiet":
+        Run(ARENA + ("-a", "simulations=2", "-a", "considered=2"), needs="fairy-stockfish",
+            then=functools.partial(_ladder_played, rungs=("sf0",))),
+    **{f"python docs/tools/heldout_loss.py --positions checkpoints/{run}/ckpt-00141.pt checkpoints/d3/ckpt-00141.pt "
+       "checkpoints/l1/ckpt-00141.pt checkpoints/l2/ckpt-00141.pt":
+       Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       for run in ("d3", "l1", "l2")},
     # docs/strength.md, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
@@ -640,7 +659,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
-         D3, W1)
+         D3, W1, *((run, name) for run, name, _ in LR_DROPS))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
