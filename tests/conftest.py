@@ -1,7 +1,10 @@
 """Shared fixtures: tiny networks and small configs built through Hydra's compose API."""
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
+from pathlib import Path
 
 # One thread for torch here and in the processes the tests start: the tests' networks are tiny,
 # and on a machine busier than its cores (tests running side by side) a second thread makes a
@@ -45,6 +48,15 @@ def replay_window(checkpoint_file):
 
     replay = ckpt.load(checkpoint_file)["replay"]
     return ReplayStore(replay_store_of(checkpoint_file)).read(replay["segments"], replay["begin"], replay["end"])
+
+
+@functools.lru_cache(maxsize=None)
+def docs_tool(path: str):
+    """A docs/tools script (a path from the project's root) as a module, its main() not run."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, Path(__file__).resolve().parents[1] / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def compose_config(overrides=()):

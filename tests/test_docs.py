@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
+from conftest import docs_tool
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from play_helpers import make_tiny_checkpoint
@@ -594,19 +595,10 @@ def _hydra_overrides_check(words: list[str]) -> None:
         to_config(compose("config", overrides=overrides))
 
 
-@functools.lru_cache(maxsize=None)
-def _tool(path: str):
-    """A docs/tools script as a module (its main() not run)."""
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _check(words: list[str]) -> None:
     """A Check: a tool's arguments parsed by its own parser, or a Hydra command's overrides composed."""
     if words[0] == "python" and words[1].startswith("docs/tools/"):
-        _tool(words[1]).parse_args(words[2:])
+        docs_tool(words[1]).parse_args(words[2:])
     else:
         _hydra_overrides_check(words)
 

@@ -1,7 +1,6 @@
 """docs/tools/heldout_loss.py, the held-out loss diagnostic docs/strength.md quotes."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 import subprocess
@@ -10,19 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from conftest import replay_window
+from conftest import docs_tool, replay_window
 
 from azshogi.formats import checkpoint as ckpt
 from azshogi.train.loop import train
 
 TOOL = Path(__file__).resolve().parents[1] / "docs" / "tools" / "heldout_loss.py"
-
-
-def tool():
-    spec = importlib.util.spec_from_file_location("heldout_loss", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class SureOfTheSideToMove(torch.nn.Module):
@@ -38,7 +30,7 @@ def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config,
     run = tmp_path / "checkpoints" / "t"
     last = run / "ckpt-00002.pt"
     segments = ckpt.load(last)["replay"]["segments"]
-    heldout = tool()
+    heldout = docs_tool("docs/tools/heldout_loss.py")
     batch, weight, read = heldout.newest_positions(last, 1)
     assert read == 1 and weight == 0.0  # the tiny run's value target is the result alone
     assert len(batch.result) == segments[-1]["count"]
@@ -46,7 +38,7 @@ def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config,
     assert np.array_equal(batch.result, window.results[-len(batch.result):].astype(np.float32))
 
     # the side to move "always wins": nothing lost on its wins, 30 nats on its losses, 15 on draws
-    scores = heldout.losses(SureOfTheSideToMove(), batch, weight)
+    scores = heldout.scores(SureOfTheSideToMove(), batch, weight)
     losses, draws = np.mean(batch.result == -1), np.mean(batch.result == 0)
     assert scores["result"] == scores["value"]
     assert math.isclose(scores["result"], 30 * losses + 15 * draws, rel_tol=1e-4, abs_tol=1e-4)

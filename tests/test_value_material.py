@@ -1,7 +1,6 @@
 """docs/tools/value_material.py, the value-versus-material diagnostic docs/strength.md quotes."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 import subprocess
@@ -9,6 +8,7 @@ import sys
 from pathlib import Path
 
 import cshogi
+from conftest import docs_tool
 from interop_helpers import selfplay_games
 from play_helpers import make_tiny_checkpoint
 
@@ -18,15 +18,8 @@ from azshogi.formats.dlshogi import read_hcpe3
 TOOL = Path(__file__).resolve().parents[1] / "docs" / "tools" / "value_material.py"
 
 
-def tool():
-    spec = importlib.util.spec_from_file_location("value_material", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_material_is_counted_from_the_side_to_move():
-    material = tool().material
+    material = docs_tool("docs/tools/value_material.py").material
     assert material(cshogi.Board()) == 0
     # white's bishop taken into black's hand: black has both bishops (8 each on the yardstick)
     assert material(cshogi.Board("lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b B 1")) == 16

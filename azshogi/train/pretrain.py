@@ -31,7 +31,7 @@ from azshogi.nn.evaluator import resolve_device
 from azshogi.selfplay import in_progress
 from azshogi.train.replay import ReplayBuffer, load_buffer
 from azshogi.train.run_state import RunState
-from azshogi.train.trainer import losses
+from azshogi.train.trainer import losses, value_target
 
 
 @dataclass
@@ -54,7 +54,6 @@ def evaluate(model: torch.nn.Module, buffer: ReplayBuffer, slots: np.ndarray, cf
     the value logit matches the game's winner."""
     was_training = model.training
     model.eval()
-    w = cfg.train.value_target_root_weight
     sums = np.zeros(4)
     decisive = 0
     for start in range(0, len(slots), batch_size):
@@ -63,9 +62,8 @@ def evaluate(model: torch.nn.Module, buffer: ReplayBuffer, slots: np.ndarray, cf
         logits, value = model(torch.from_numpy(batch.features1).to(device),
                               torch.from_numpy(batch.features2).to(device))
         target = torch.from_numpy(batch.policy).to(device)
-        value_target = torch.from_numpy((((1 - w) * batch.result + w * batch.root_value + 1) * 0.5)
-                                        .astype(np.float32)).to(device)
-        p_loss, v_loss, _ = losses(logits, value, target, value_target, cfg.train.value_loss)
+        v_target = torch.from_numpy(value_target(batch, cfg.train.value_target_root_weight)).to(device)
+        p_loss, v_loss, _ = losses(logits, value, target, v_target, cfg.train.value_loss)
         hits = (logits.argmax(1) == target.argmax(1)).sum().item()
         result = torch.from_numpy(batch.result).to(device)
         won = result != 0

@@ -46,6 +46,13 @@ class StepMetrics:
     skipped: bool
 
 
+def value_target(batch: Batch, root_weight: float) -> np.ndarray:
+    """The value head's target, a win probability in [0, 1] from the side to move: (1 - w) x the
+    game's result + w x the search's root value (w = train.value_target_root_weight), mapped
+    from [-1, 1]. w = 0: the result alone (a win 1, a draw 1/2, a loss 0)."""
+    return (((1.0 - root_weight) * batch.result + root_weight * batch.root_value + 1.0) * 0.5).astype(np.float32)
+
+
 def losses(policy_logits: torch.Tensor, value_logit: torch.Tensor, policy_target: torch.Tensor,
            value_target: torch.Tensor, value_loss: ValueLoss):
     """Cross-entropy to the policy target; BCE (on the logit) or MSE (on the probability) to the
@@ -101,15 +108,13 @@ class Trainer:
         x1 = torch.from_numpy(batch.features1).to(device, non_blocking=True)
         x2 = torch.from_numpy(batch.features2).to(device, non_blocking=True)
         policy_target = torch.from_numpy(batch.policy).to(device, non_blocking=True)
-        w = cfg.value_target_root_weight
-        value = (1.0 - w) * batch.result + w * batch.root_value
-        value_target = torch.from_numpy(((value + 1.0) * 0.5).astype(np.float32)).to(device, non_blocking=True)
+        target = torch.from_numpy(value_target(batch, cfg.value_target_root_weight)).to(device, non_blocking=True)
         # Batch-norm statistics change in the forward pass: keep them to undo a skipped step.
         saved_buffers = [b.detach().clone() for b in model.buffers()]
         with torch.autocast(device.type, dtype=self.autocast_dtype or torch.float32,
                             enabled=self.autocast_dtype is not None):
             policy_logits, value_logit = model(x1, x2)
-        p_loss, v_loss, entropy = losses(policy_logits, value_logit, policy_target, value_target, cfg.value_loss)
+        p_loss, v_loss, entropy = losses(policy_logits, value_logit, policy_target, target, cfg.value_loss)
         loss = p_loss + cfg.value_loss_weight * v_loss
         self.optimizer.zero_grad(set_to_none=True)
         grad_norm = float("nan")

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
+from azshogi.config import ValueLoss
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import replay_store_of
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.play.models import load_model
 from azshogi.train.replay import Batch, ReplayBuffer
+from azshogi.train.trainer import losses, value_target
 
 
 def newest_positions(checkpoint_file: Path, newest: int) -> tuple[Batch, float, int]:
@@ -51,11 +52,12 @@ def newest_positions(checkpoint_file: Path, newest: int) -> tuple[Batch, float, 
     return buffer.gather(slots), weight, len(segments)
 
 
-def losses(model: torch.nn.Module, batch: Batch, root_weight: float, chunk: int = 1024) -> dict[str, float]:
+def scores(model: torch.nn.Module, batch: Batch, root_weight: float, chunk: int = 1024) -> dict[str, float]:
     """Mean value loss (against the training target and against the result alone) and policy
-    cross-entropy of `model` over the batch."""
-    target = ((1.0 - root_weight) * batch.result + root_weight * batch.root_value + 1.0) / 2.0
-    result = (batch.result + 1.0) / 2.0
+    cross-entropy of `model` over the batch, as training computes them (trainer.losses, BCE)."""
+    targets = {"value": torch.from_numpy(value_target(batch, root_weight)),
+               "result": torch.from_numpy(value_target(batch, 0.0))}
+    policy = torch.from_numpy(batch.policy)
     total = {"value": 0.0, "result": 0.0, "policy": 0.0}
     n = len(batch.result)
     with torch.no_grad():
@@ -63,13 +65,11 @@ def losses(model: torch.nn.Module, batch: Batch, root_weight: float, chunk: int 
             part = slice(i, i + chunk)
             policy_logits, value_logit = model(torch.from_numpy(batch.features1[part]),
                                                torch.from_numpy(batch.features2[part]))
-            value_logit = value_logit.float().squeeze(1)
-            total["value"] += F.binary_cross_entropy_with_logits(
-                value_logit, torch.from_numpy(target[part]).float(), reduction="sum").item()
-            total["result"] += F.binary_cross_entropy_with_logits(
-                value_logit, torch.from_numpy(result[part]).float(), reduction="sum").item()
-            log_p = F.log_softmax(policy_logits.float(), dim=1)
-            total["policy"] -= (torch.from_numpy(batch.policy[part]) * log_p).sum().item()
+            rows = len(policy[part])
+            for key, target in targets.items():
+                p_loss, v_loss, _ = losses(policy_logits, value_logit, policy[part], target[part], ValueLoss.bce)
+                total[key] += float(v_loss) * rows
+            total["policy"] += float(p_loss) * rows
     return {key: value / n for key, value in total.items()}
 
 
@@ -88,9 +88,9 @@ def main(argv=None) -> int:
           f"window (value target: {1 - root_weight:g} x result + {root_weight:g} x root value)")
     for path in args.checkpoints:
         model, _ = load_model(path)
-        scores = losses(model.float(), batch, root_weight)
-        print(f"{path}: value loss {scores['value']:.3f}, vs result {scores['result']:.3f}, "
-              f"policy {scores['policy']:.3f}")
+        scored = scores(model.float(), batch, root_weight)
+        print(f"{path}: value loss {scored['value']:.3f}, vs result {scored['result']:.3f}, "
+              f"policy {scored['policy']:.3f}")
     return 0
 
 
