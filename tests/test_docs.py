@@ -282,11 +282,14 @@ DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-
 D3 = ("d3", "ckpt-00141.pt")
 D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
-# d3 with the learning rate dropped to a tenth from checkpoint 101 (l1) or 81 (l2): checkpoints and nodes matched
+# d3 with the learning rate dropped to a tenth from checkpoint 101 (l1) or 81 (l2), and seed 2 from scratch with the
+# drop at 101 (l3): checkpoints and nodes matched
 LR_DROPS = (("l1", "ckpt-00141.pt", 64), ("l1", "ckpt-00141.pt", 192), ("l1", "ckpt-00131.pt", 64),
-            ("l2", "ckpt-00141.pt", 64), ("l2", "ckpt-00131.pt", 64))
+            ("l2", "ckpt-00141.pt", 64), ("l2", "ckpt-00131.pt", 64),
+            ("l3", "ckpt-00141.pt", 192), ("l3", "ckpt-00141.pt", 64))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
+CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 COMMANDS: dict[str, Run | Check | Skip] = {
@@ -494,7 +497,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
        for run, name in MIRROR_RUNS},
     "azshogi +experiment=cpu train.mirror=true seed=1 run=m1 loop.max_checkpoints=164 eval.every=10 "
-    "'eval.anchors=[greedy]' eval.ladder=2 selfplay.deeper_from_checkpoint=0":
+    f"'eval.anchors=[greedy]' eval.ladder=2 selfplay.deeper_from_checkpoint=0 {CONSTANT_LR}":
         Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
     **dict([_ladder_match(*TWO_HOURS, "sf-4,sf0")]),
     "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
@@ -502,12 +505,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/plot_ladder.py docs/strength-deeper.png --matches docs/strength-matches.json":
         Run(then=_png_written, needs="matplotlib"),
     "azshogi +experiment=cpu train.mirror=true seed=1 run=d1 loop.max_checkpoints=184 eval.every=0 "
-    "loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16":
+    f"loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16 {CONSTANT_LR}":
         Check("trains for 20 checkpoints from m1's 164th (25 minutes on a quiet 2-core machine)"),
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0":
        Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)") for n in (41, 81)},
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 "
-       "loop.keep_checkpoints=100": Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
+       f"loop.keep_checkpoints=100 {CONSTANT_LR}":
+       Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
        for n in (141, 161, 181)},
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
         Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
@@ -515,11 +519,12 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "selfplay.deeper_from_checkpoint=0": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
     **dict(_ladder_match(run, name, DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]) for run, name in (TWO_HOURS, *DEEPER)),
     "azshogi +experiment=cpu train.mirror=true seed=3 run=d3 loop.max_checkpoints=141 eval.every=0 "
-    "loop.keep_checkpoints=100": Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
+    f"loop.keep_checkpoints=100 {CONSTANT_LR}": Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
     **dict(_ladder_match(*D3, rungs, nodes) for rungs, nodes in D3_MATCHES),
     "timeout -s TERM 7200 azshogi +experiment=cpu train.mirror=true seed=3 run=w1 model.blocks=4 model.channels=48 "
-    "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300": Check("trains a 4x48 network for 2 hours"),
+    f"loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300 {CONSTANT_LR}":
+        Check("trains a 4x48 network for 2 hours"),
     **dict(_ladder_match(*W1, rungs) for rungs in ("sf0", "sf-3")),
     **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/d3/ckpt-{start:05d}.pt checkpoints/d3/replay "
        f"checkpoints/{run}/": Skip("copies d3's checkpoint and its replay store (shell commands)")
@@ -528,6 +533,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        f"loop.keep_checkpoints=100 train.lr_schedule=step train.decay_steps={steps} train.min_lr_ratio=0.1":
        Check(f"trains on from d3's checkpoint {start} to 141 with a tenth of the learning rate (40-60 minutes)")
        for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950))},
+    "azshogi +experiment=cpu train.mirror=true seed=2 run=l3 loop.max_checkpoints=141 eval.every=0 "
+    "loop.keep_checkpoints=100 train.lr_schedule=step train.decay_steps=9950 train.min_lr_ratio=0.1":
+        Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),
     "azshogi-arena gumbel:checkpoints/d3/ckpt-00141.pt ladder --rungs sf0 --games 100 --in-flight 100 "
     "-a simulations=64 -a considered=16 --quiet":
