@@ -97,6 +97,8 @@ def main() -> None:
     from azshogi.play.ladder import RUNGS
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
+    if len(args.runs) + len(matched) > 10:  # past the default cycle's 10 colours, a run would share one
+        ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
     for run in args.runs:
         points = curve(Path(run))
         if not points:
