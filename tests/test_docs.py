@@ -288,7 +288,8 @@ W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its l
 LR_DROPS = (("l1", "ckpt-00141.pt", 64), ("l1", "ckpt-00141.pt", 192), ("l1", "ckpt-00131.pt", 64),
             ("l2", "ckpt-00141.pt", 64), ("l2", "ckpt-00131.pt", 64),
             ("l3", "ckpt-00141.pt", 192), ("l3", "ckpt-00141.pt", 64),
-            *((run, "ckpt-00141.pt", nodes) for run in ("l4", "l5") for nodes in (192, 64)))
+            *((run, "ckpt-00141.pt", nodes) for run in ("l4", "l5") for nodes in (192, 64)),
+            ("l4", "ckpt-00133.pt", 192))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
