@@ -295,6 +295,15 @@ NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the 
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
+
+def _to_141(seed: int, run: str, settings: str) -> str:
+    """docs/strength.md's runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
+    return (f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints=141 eval.every=0 "
+            f"loop.keep_checkpoints=100 {settings}")
+
+
+DROP = "train.lr_schedule=step train.decay_steps={} train.min_lr_ratio=0.1"  # a tenth of the rate after N steps
+
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
     "pip install torch==2.13.0 -e . && azshogi": Skip("installs azshogi; `azshogi` then trains until Ctrl-C"),
@@ -521,8 +530,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
     "selfplay.deeper_from_checkpoint=0": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
     **dict(_ladder_match(run, name, DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]) for run, name in (TWO_HOURS, *DEEPER)),
-    "azshogi +experiment=cpu train.mirror=true seed=3 run=d3 loop.max_checkpoints=141 eval.every=0 "
-    f"loop.keep_checkpoints=100 {CONSTANT_LR}": Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
+    _to_141(3, "d3", CONSTANT_LR): Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
     **dict(_ladder_match(*D3, rungs, nodes) for rungs, nodes in D3_MATCHES),
     "timeout -s TERM 7200 azshogi +experiment=cpu train.mirror=true seed=3 run=w1 model.blocks=4 model.channels=48 "
@@ -532,15 +540,12 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/{source}/ckpt-{start:05d}.pt checkpoints/{source}/replay "
        f"checkpoints/{run}/": Skip(f"copies {source}'s checkpoint and its replay store (shell commands)")
        for source, run, start in (("d3", "l1", 100), ("d3", "l2", 80), ("l3", "l4", 100), ("l3", "l5", 100))},
-    **{f"azshogi +experiment=cpu train.mirror=true seed=3 run={run} loop.max_checkpoints=141 eval.every=0 "
-       f"loop.keep_checkpoints=100 train.lr_schedule=step train.decay_steps={steps} train.min_lr_ratio=0.1":
+    **{_to_141(3, run, DROP.format(steps)):
        Check(f"trains on from d3's checkpoint {start} to 141 with a tenth of the learning rate (40-60 minutes)")
        for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950))},
-    "azshogi +experiment=cpu train.mirror=true seed=2 run=l3 loop.max_checkpoints=141 eval.every=0 "
-    "loop.keep_checkpoints=100 train.lr_schedule=step train.decay_steps=9950 train.min_lr_ratio=0.1":
+    _to_141(2, "l3", DROP.format(9950)):
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
-    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run={run} loop.max_checkpoints=141 eval.every=0 "
-       f"loop.keep_checkpoints=100 loop.steps_per_checkpoint=200{bf16}":
+    **{_to_141(2, run, f"loop.steps_per_checkpoint=200{bf16}"):
        Check("trains on from l3's checkpoint 100 to 141 with 200 steps a checkpoint (40-50 minutes)")
        for run, bf16 in (("l4", ""), ("l5", " train.cpu_bf16=true"))},
     **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),

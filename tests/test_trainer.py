@@ -39,6 +39,7 @@ def test_learning_rate_is_a_function_of_the_step():
     step = TrainConfig(lr=0.1, warmup_steps=0, lr_schedule=LrSchedule.step, decay_steps=50, min_lr_ratio=0.001)
     assert [learning_rate(s, step) for s in (0, 49, 50, 120)] == pytest.approx([0.1, 0.1, 0.01, 0.001])
 
+
 def test_the_cpu_preset_drops_its_learning_rate_to_a_tenth_from_checkpoint_101():
     cfg = to_config(compose_config(["+experiment=cpu"]))
     steps = cfg.loop.steps_per_checkpoint
