@@ -162,10 +162,6 @@ class TrainConfig:
 class LoopConfig:
     positions_per_checkpoint: int = 20_000  # new positions (finished games) before training
     steps_per_checkpoint: int = 100  # optimizer steps per training phase
-    # More training once the learning rate is low: from this checkpoint on (the phases after it),
-    # `later_steps_per_checkpoint` steps a phase. 0 = never.
-    later_from_checkpoint: int = 0
-    later_steps_per_checkpoint: int = 200
     max_checkpoints: int = 0  # stop after this many checkpoints; 0 = until stopped
     keep_checkpoints: int = 5  # checkpoint files kept per run (the newest)
     selfplay_games_saved: int = 2  # finished games per checkpoint written as KIF under logs/<run>/games
@@ -350,10 +346,6 @@ def validate(cfg: Config) -> Config:
     _check(lp.positions_per_checkpoint >= 1, "loop.positions_per_checkpoint", "must be >= 1",
            lp.positions_per_checkpoint)
     _check(lp.steps_per_checkpoint >= 1, "loop.steps_per_checkpoint", "must be >= 1", lp.steps_per_checkpoint)
-    _check(lp.later_from_checkpoint >= 0, "loop.later_from_checkpoint", "must be >= 0 (0 = never)",
-           lp.later_from_checkpoint)
-    _check(lp.later_steps_per_checkpoint >= 1, "loop.later_steps_per_checkpoint", "must be >= 1",
-           lp.later_steps_per_checkpoint)
     _check(lp.max_checkpoints >= 0, "loop.max_checkpoints", "must be >= 0 (0 = no limit)", lp.max_checkpoints)
     _check(lp.keep_checkpoints >= 1, "loop.keep_checkpoints", "must be >= 1", lp.keep_checkpoints)
     _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)

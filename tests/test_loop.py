@@ -335,27 +335,6 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     assert "gumbel 12 simulations, 4 considered" in (logs / "azshogi.log").read_text().split("resumed from")[1]
 
 
-def test_training_takes_more_steps_from_the_checkpoint_asked(tiny_config, tmp_path):
-    """loop.later_from_checkpoint=2: the phases after checkpoint 2 train 7 steps where the first
-    two trained TINY's 4, and a resumed run goes on with 7 (the optimizer's step counts the same)."""
-    later = ("loop.later_from_checkpoint=2", "loop.later_steps_per_checkpoint=7")
-    train(tiny_config(*later, "loop.max_checkpoints=3"), show_progress=False)
-    logs, checkpoints = tmp_path / "logs" / "t", tmp_path / "checkpoints" / "t"
-    steps = [ckpt.load(checkpoints / f"ckpt-0000{n}.pt")["counters"]["train_steps"] for n in (1, 2, 3)]
-    assert steps == [4, 8, 15]
-    assert "checkpoint 2: training now takes 7 steps a checkpoint" in (logs / "azshogi.log").read_text()
-    counters = train(tiny_config(*later, "loop.max_checkpoints=4"), show_progress=False)
-    assert counters.train_steps == 22
-    assert ckpt.load(checkpoints / "ckpt-00004.pt")["trainer"]["step_count"] == 22
-
-
-@pytest.mark.parametrize("override,key", [("loop.later_from_checkpoint=-1", "loop.later_from_checkpoint"),
-                                          ("loop.later_steps_per_checkpoint=0", "loop.later_steps_per_checkpoint")])
-def test_a_bad_later_training_names_its_key(tiny_config, override, key):
-    with pytest.raises(ConfigError, match=key):
-        tiny_config(override)
-
-
 @pytest.mark.parametrize("override,key", [("selfplay.deeper_from_checkpoint=-1", "selfplay.deeper_from_checkpoint"),
                                           ("selfplay.deeper_simulations=0", "selfplay.deeper_simulations"),
                                           ("selfplay.deeper_considered=1", "selfplay.deeper_considered")])

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import ClusterBackend, Config, LoopConfig, SearchKind, resolve_selfplay
+from azshogi.config import ClusterBackend, Config, SearchKind, resolve_selfplay
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.files import write_atomically
@@ -93,14 +93,6 @@ def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: 
         cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, instant)
         return cluster, cluster.note
     return local_driver(cfg, evaluator), ""
-
-
-def steps_at(loop: LoopConfig, checkpoints: int) -> int:
-    """Optimizer steps of the training phase once `checkpoints` checkpoints are done:
-    loop.steps_per_checkpoint, or from loop.later_from_checkpoint on, later_steps_per_checkpoint."""
-    if loop.later_from_checkpoint and checkpoints >= loop.later_from_checkpoint:
-        return loop.later_steps_per_checkpoint
-    return loop.steps_per_checkpoint
 
 
 class Loop:
@@ -229,10 +221,6 @@ class Loop:
                 if not self.done() and self.deepen_selfplay_if_due():
                     self.monitor.say(f"checkpoint {c.checkpoints}: self-play now searches {self.search_words()} "
                                      f"(selfplay.deeper_from_checkpoint={self.cfg.selfplay.deeper_from_checkpoint})")
-                lp = self.cfg.loop
-                if not self.done() and lp.later_from_checkpoint and c.checkpoints == lp.later_from_checkpoint:
-                    self.monitor.say(f"checkpoint {c.checkpoints}: training now takes {lp.later_steps_per_checkpoint} "
-                                     f"steps a checkpoint (loop.later_from_checkpoint={lp.later_from_checkpoint})")
                 if self.evaluation_due():
                     self.evaluate()
             if self.stop_requested:
@@ -273,7 +261,7 @@ class Loop:
         timer = Timer()
         progress = self.monitor.start_selfplay(
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
-            (c.train_steps + 1, c.train_steps + steps_at(cfg.loop, c.checkpoints)), eta_now=c.games > 0,
+            (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
             moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_line=self.driver_line)
         stats.positions = stats.positions_before = c.positions_since_checkpoint
         reached = False
@@ -341,7 +329,7 @@ class Loop:
 
     def train_phase(self) -> TrainPhaseStats:
         cfg, c, stats = self.cfg, self.counters, TrainPhaseStats()
-        steps = steps_at(cfg.loop, c.checkpoints)
+        steps = cfg.loop.steps_per_checkpoint
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
         with self.clock.phase("train"):
