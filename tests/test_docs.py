@@ -283,13 +283,14 @@ D3 = ("d3", "ckpt-00141.pt")
 D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
 # d3 with the learning rate dropped to a tenth from checkpoint 101 (l1) or 81 (l2), seed 2 from scratch with the
-# drop at 101 (l3), and l3 from its checkpoint 100 with 200 steps a checkpoint (l4; l5 in bf16): checkpoints and
-# nodes matched
+# drop at 101 (l3), l3 from its checkpoint 100 with 200 steps a checkpoint (l4; l5 in bf16), l1 with 200 steps
+# (l6): checkpoints and nodes matched
 LR_DROPS = (("l1", "ckpt-00141.pt", 64), ("l1", "ckpt-00141.pt", 192), ("l1", "ckpt-00131.pt", 64),
             ("l2", "ckpt-00141.pt", 64), ("l2", "ckpt-00131.pt", 64),
             ("l3", "ckpt-00141.pt", 192), ("l3", "ckpt-00141.pt", 64),
             *((run, "ckpt-00141.pt", nodes) for run in ("l4", "l5") for nodes in (192, 64)),
-            ("l4", "ckpt-00133.pt", 192))
+            ("l4", "ckpt-00133.pt", 192), ("l6", "ckpt-00133.pt", 192), ("l6", "ckpt-00141.pt", 192),
+            ("l6", "ckpt-00141.pt", 64))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
@@ -539,15 +540,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(*W1, rungs) for rungs in ("sf0", "sf-3")),
     **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/{source}/ckpt-{start:05d}.pt checkpoints/{source}/replay "
        f"checkpoints/{run}/": Skip(f"copies {source}'s checkpoint and its replay store (shell commands)")
-       for source, run, start in (("d3", "l1", 100), ("d3", "l2", 80), ("l3", "l4", 100), ("l3", "l5", 100))},
+       for source, run, start in (("d3", "l1", 100), ("d3", "l2", 80), ("l3", "l4", 100), ("l3", "l5", 100),
+                                 ("d3", "l6", 100))},
     **{_to_141(3, run, DROP.format(steps)):
        Check(f"trains on from d3's checkpoint {start} to 141 with a tenth of the learning rate (40-60 minutes)")
        for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950))},
     _to_141(2, "l3", DROP.format(9950)):
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
-    **{_to_141(2, run, f"loop.steps_per_checkpoint=200{bf16}"):
-       Check("trains on from l3's checkpoint 100 to 141 with 200 steps a checkpoint (40-50 minutes)")
-       for run, bf16 in (("l4", ""), ("l5", " train.cpu_bf16=true"))},
+    **{_to_141(seed, run, f"loop.steps_per_checkpoint=200{bf16}"):
+       Check(f"trains on from {source}'s checkpoint 100 to 141 with 200 steps a checkpoint (40-50 minutes)")
+       for seed, source, run, bf16 in ((2, "l3", "l4", ""), (2, "l3", "l5", " train.cpu_bf16=true"),
+                                       (3, "d3", "l6", ""))},
     **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),
     "azshogi-arena gumbel:checkpoints/d3/ckpt-00141.pt ladder --rungs sf0 --games 100 --in-flight 100 "
     "-a simulations=64 -a considered=16 --quiet":
