@@ -122,7 +122,8 @@ def main() -> None:
     else:
         ax.set_xlabel("wall time of the run (hours, as recorded)")
     ax.set_ylabel("rating (Elo above uniform random)")
-    ax.legend(loc="lower right")
+    many = len(args.runs) + len(matched) > 8  # in two small columns, so that the legend leaves the curves visible
+    ax.legend(loc="lower right", ncol=2 if many else 1, fontsize=8 if many else None)
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)
     drawn = [Path(r).name for r in args.runs] + ([args.matches] if args.matches else [])
