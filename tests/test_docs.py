@@ -284,13 +284,15 @@ D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
 # d3 with the learning rate dropped to a tenth from checkpoint 101 (l1) or 81 (l2), seed 2 from scratch with the
 # drop at 101 (l3), l3 from its checkpoint 100 with 200 steps a checkpoint (l4; l5 in bf16), l1 with 200 steps
-# (l6), l1 with the rate at 0.3x (l7): checkpoints and nodes matched
+# (l6), l1 with the rate at 0.3x (l7), l1 with a hundredth from checkpoint 121 (l8), d3 with the tenth from 121 (l9),
+# l3 with the tenth from 121 (l10): checkpoints and nodes matched
 LR_DROPS = (("l1", "ckpt-00141.pt", 64), ("l1", "ckpt-00141.pt", 192), ("l1", "ckpt-00131.pt", 64),
             ("l2", "ckpt-00141.pt", 64), ("l2", "ckpt-00131.pt", 64),
             ("l3", "ckpt-00141.pt", 192), ("l3", "ckpt-00141.pt", 64),
             *((run, "ckpt-00141.pt", nodes) for run in ("l4", "l5") for nodes in (192, 64)),
             ("l4", "ckpt-00133.pt", 192), ("l6", "ckpt-00133.pt", 192), ("l6", "ckpt-00141.pt", 192),
-            ("l6", "ckpt-00141.pt", 64), ("l7", "ckpt-00141.pt", 192), ("l7", "ckpt-00141.pt", 64))
+            ("l6", "ckpt-00141.pt", 64), ("l7", "ckpt-00141.pt", 192), ("l7", "ckpt-00141.pt", 64),
+            *((run, "ckpt-00141.pt", nodes) for run in ("l8", "l9", "l10") for nodes in (192, 64)))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
@@ -541,12 +543,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/{source}/ckpt-{start:05d}.pt checkpoints/{source}/replay "
        f"checkpoints/{run}/": Skip(f"copies {source}'s checkpoint and its replay store (shell commands)")
        for source, run, start in (("d3", "l1", 100), ("d3", "l2", 80), ("l3", "l4", 100), ("l3", "l5", 100),
-                                 ("d3", "l6", 100), ("d3", "l7", 100))},
+                                 ("d3", "l6", 100), ("d3", "l7", 100), ("l1", "l8", 120),
+                                 ("d3", "l9", 120), ("l3", "l10", 100))},
     **{_to_141(3, run, DROP.format(steps)):
        Check(f"trains on from d3's checkpoint {start} to 141 with a tenth of the learning rate (40-60 minutes)")
-       for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950))},
+       for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950), ("l9", 120, 11950))},
+    _to_141(2, "l10", DROP.format(11950)):
+        Check("trains on from l3's checkpoint 100 to 141 with a tenth of the learning rate from 121 (40 minutes)"),
     _to_141(3, "l7", "train.min_lr_ratio=0.3"):
         Check("trains on from d3's checkpoint 100 to 141 with 0.3 of the learning rate (40 minutes)"),
+    _to_141(3, "l8", "train.lr_schedule=step train.decay_steps=5975 train.min_lr_ratio=0.01"):
+        Check("trains on from l1's checkpoint 120 to 141 with a hundredth of the learning rate (20 minutes)"),
     _to_141(2, "l3", DROP.format(9950)):
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     **{_to_141(seed, run, f"loop.steps_per_checkpoint=200{bf16}"):
