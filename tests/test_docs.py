@@ -545,11 +545,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for source, run, start in (("d3", "l1", 100), ("d3", "l2", 80), ("l3", "l4", 100), ("l3", "l5", 100),
                                  ("d3", "l6", 100), ("d3", "l7", 100), ("l1", "l8", 120),
                                  ("d3", "l9", 120), ("l3", "l10", 100))},
-    **{_to_141(3, run, DROP.format(steps)):
-       Check(f"trains on from d3's checkpoint {start} to 141 with a tenth of the learning rate (40-60 minutes)")
-       for run, start, steps in (("l1", 100, 9950), ("l2", 80, 7950), ("l9", 120, 11950))},
-    _to_141(2, "l10", DROP.format(11950)):
-        Check("trains on from l3's checkpoint 100 to 141 with a tenth of the learning rate from 121 (40 minutes)"),
+    **{_to_141(seed, run, DROP.format(steps)):
+       Check(f"trains on from {source}'s checkpoint {start} to 141, a tenth of the learning rate from step "
+             f"{steps + 50} (20-60 minutes)")
+       for seed, source, run, start, steps in ((3, "d3", "l1", 100, 9950), (3, "d3", "l2", 80, 7950),
+                                               (3, "d3", "l9", 120, 11950), (2, "l3", "l10", 100, 11950))},
     _to_141(3, "l7", "train.min_lr_ratio=0.3"):
         Check("trains on from d3's checkpoint 100 to 141 with 0.3 of the learning rate (40 minutes)"),
     _to_141(3, "l8", "train.lr_schedule=step train.decay_steps=5975 train.min_lr_ratio=0.01"):
