@@ -231,6 +231,7 @@ def test_arena_mistakes_end_in_one_line(checkpoint, capsys):
                         ([f"search:{checkpoint}", "greedy", "-a", "nodes=abc"], "nodes='abc'"),
                         ([f"gumbel:{checkpoint}", "greedy", "-a", "simulations=0"], "simulations='0'"),
                         ([f"search:{checkpoint}", "greedy", "-a", "simulations=8"], "gumbel"),
+                        ([f"search:{checkpoint}", "greedy", "-a", "softmax=0"], "softmax='0'"),
                         (["greedy", "nobody"], "nobody"), (["greedy", "random", "--games", "0"], "--games"),
                         (["greedy", "random", "--openings", "file:/nope"], "/nope"),
                         (["greedy", "random", "-b", "x"], "KEY=VALUE")]:

@@ -1,4 +1,5 @@
 """The USI engine through a pipe, as a GUI drives it."""
+import io
 import subprocess
 import sys
 import time
@@ -256,3 +257,19 @@ def test_errors_read_without_python_exception_names(engine, tmp_path):
         assert not any("Error" in line for line in lines)
     finally:
         session.close()
+
+
+def test_the_search_knobs_reach_the_engines_settings():
+    """CInit, FpuReduction and PolicyTemperature set the play-time search (play/engine.py);
+    an empty CInit keeps the checkpoint's run setting, and a temperature of 0 is refused."""
+    from azshogi.play.usi import UsiEngine
+
+    assert UsiEngine(io.StringIO()).settings().c_init is None
+    engine = UsiEngine(io.StringIO(), {"CInit": "2.5"})
+    engine.cmd_setoption([], "setoption name PolicyTemperature value 1.5")
+    engine.cmd_setoption([], "setoption name FpuReduction value 0")
+    settings = engine.settings()
+    assert (settings.c_init, settings.policy_temperature, settings.fpu_reduction) == (2.5, 1.5, 0.0)
+    for name in ("PolicyTemperature", "CInit"):
+        with pytest.raises(ValueError, match=f"{name} takes a number > 0, got '0'"):
+            engine.cmd_setoption([], f"setoption name {name} value 0")

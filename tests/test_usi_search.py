@@ -4,6 +4,7 @@ import cshogi
 import numpy as np
 import pytest
 import torch
+from conftest import FunctionEvaluator
 from play_helpers import torch_threads
 
 from azshogi.nn.evaluator import LocalEvaluator
@@ -171,3 +172,43 @@ def test_batched_leaves_with_virtual_loss_leave_clean_statistics():
             child = tree.edge_child[0, node, e]
             if child >= 0 and not tree.node_terminal[0, child]:
                 assert visits[child].sum() == visits[node, e] - 1
+
+
+def root_visits(**knobs):
+    """The root's visit counts after 300 simulations from the start position, with a network whose
+    policy falls steeply along the label columns and whose value is even."""
+    def fn(f1, f2):
+        n = len(f1)
+        return np.tile(-0.01 * np.arange(2187, dtype=np.float32), (n, 1)), np.full(n, 0.5, np.float32)
+
+    search = GameSearch(FunctionEvaluator(fn), Rules(), max_tree_nodes=5000, **knobs)
+    board = cshogi.Board()
+    search.prepare(board, "", [])
+    search.run(board, 0, lambda p: 1 << 30, max_nodes=300)
+    tree = search.tree
+    return tree.edge_visits[0, 0, :tree.num_edges[0, 0]].astype(np.float64)
+
+
+def spread(visits):
+    """The entropy of the visit distribution (nats): higher is a wider search."""
+    p = visits[visits > 0] / visits.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+@pytest.mark.parametrize("narrow, wide", [
+    ({"policy_temperature": 1.0}, {"policy_temperature": 3.0}),  # a flatter policy: priors closer together
+    ({"fpu_reduction": 1.0}, {"fpu_reduction": 0.0}),  # unvisited moves valued as the node, not below it
+    ({"c_init": 0.5}, {"c_init": 4.0}),  # more exploration against the first-play penalty
+])
+def test_the_play_time_knobs_widen_the_search_in_their_direction(narrow, wide):
+    n, w = root_visits(**narrow), root_visits(**wide)
+    assert n.sum() == w.sum() == 300
+    assert spread(w) > spread(n) + 0.1
+    assert np.count_nonzero(w) > np.count_nonzero(n)
+    # the policy's order survives: its first move stays among the most visited
+    assert w.argmax() == n.argmax() or w[n.argmax()] == w.max()
+
+
+def test_a_policy_temperature_must_be_positive():
+    with pytest.raises(ValueError, match="policy_temperature"):
+        GameSearch(FunctionEvaluator(lambda f1, f2: None), Rules(), policy_temperature=0.0)

@@ -27,6 +27,9 @@ class EngineSettings:
     max_tree_nodes: int = 100_000  # (MaxTreeNodes)
     resign: float = 0.0  # resign below this root win rate; 0 = never (ResignThreshold / 1000)
     max_plies: Optional[int] = None  # a game reaching this ply is a draw; None = the run's rules (DrawPly)
+    c_init: Optional[float] = None  # PUCT's exploration constant; None = the run's search.c_init (CInit)
+    fpu_reduction: float = 0.2  # first-play urgency: the node's value minus this x sqrt(visited prior) (FpuReduction)
+    policy_temperature: float = 1.0  # the priors are softmax(logits / this) (PolicyTemperature)
 
 
 def engine_rules(cfg: Config, settings: EngineSettings) -> Rules:
@@ -39,7 +42,9 @@ def engine_search(evaluator, cfg: Config, settings: EngineSettings, games: int =
     """The engine's search over `games` trees, for a network evaluated by `evaluator` whose run
     settings are `cfg` (a checkpoint's)."""
     s = cfg.search
-    return GameSearch(evaluator, engine_rules(cfg, settings), c_base=s.c_base, c_init=s.c_init,
-                      max_tree_nodes=settings.max_tree_nodes, mate_search_nodes=settings.mate_search_nodes,
-                      leaf_mate_search=True, batch_size=settings.batch_size, virtual_loss=s.virtual_loss,
-                      games=games)
+    c_init = s.c_init if settings.c_init is None else settings.c_init
+    return GameSearch(evaluator, engine_rules(cfg, settings), c_base=s.c_base, c_init=c_init,
+                      fpu_reduction=settings.fpu_reduction, max_tree_nodes=settings.max_tree_nodes,
+                      mate_search_nodes=settings.mate_search_nodes, leaf_mate_search=True,
+                      batch_size=settings.batch_size, virtual_loss=s.virtual_loss, games=games,
+                      policy_temperature=settings.policy_temperature)

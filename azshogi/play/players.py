@@ -12,7 +12,9 @@ Player specs on the command line:
 simulations per move, so a match measures that engine and is reproducible. Options `KEY=VALUE`:
 search `nodes` (simulations per move; default the run's search.num_simulations), `batch`
 (descents per tree per forward pass, the engine's BatchSize; default 8), `mate` (df-pn nodes of
-the root mate search, 0 = off; default 100000), `resign` (a win rate); gumbel `simulations`,
+the root mate search, 0 = off; default 100000), `resign` (a win rate), `cpuct` (PUCT's c_init;
+default the run's), `fpu` (first-play urgency reduction; default 0.2), `softmax` (the policy's
+temperature for the priors; default 1); gumbel `simulations`,
 `considered` (Gumbel's m), `mate` (plies of the root mate search, default 3, 0 = off), `resign`;
 policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`) and anything else as
 `setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.
@@ -283,7 +285,8 @@ class UsiPlayer(Player):
 # --- players from specs ---
 
 PLAYER_KINDS = "random, greedy, policy:CKPT, search:CKPT, gumbel:CKPT, usi:COMMAND or ladder:RUNG"
-_OPTIONS = {"random": (), "greedy": (), "policy": ("temperature",), "search": ("nodes", "batch", "mate", "resign"),
+_OPTIONS = {"random": (), "greedy": (), "policy": ("temperature",),
+            "search": ("nodes", "batch", "mate", "resign", "cpuct", "fpu", "softmax"),
             "gumbel": ("simulations", "considered", "mate", "resign")}
 
 
@@ -335,7 +338,10 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
                                   batch_size=_number(spec, options, "batch", 8, low=1, high=256),
                                   mate_search_nodes=_number(spec, options, "mate", 100_000),
                                   resign=_number(spec, options, "resign", 0.0, float, 0.0, 1.0),
-                                  max_plies=rules.max_plies)
+                                  max_plies=rules.max_plies,
+                                  c_init=_number(spec, options, "cpuct", None, float, 1e-6),
+                                  fpu_reduction=_number(spec, options, "fpu", 0.2, float),
+                                  policy_temperature=_number(spec, options, "softmax", 1.0, float, 1e-6))
         evaluator, cfg = _checkpoint(spec, arg, max_games * settings.batch_size, device, dtype)
         return SearchPlayer(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}")
     if kind == "gumbel":

@@ -49,6 +49,7 @@ class Option:
     choices: tuple = ()
     help: str = ""
     number: bool = False  # a string option holding a float (USI has no float type)
+    positive: bool = False  # a number option that must be > 0 (an empty value: the default's meaning)
 
     def declaration(self, default: OptionValue) -> str:
         if self.kind == "check":
@@ -79,13 +80,13 @@ class Option:
                 raise ValueError(f"{self.name} takes one of {', '.join(self.choices)}, got {text!r}")
             return text
         text = "" if text == "<empty>" else text
-        if self.number:
+        if self.number and not (self.positive and text == ""):
             try:
-                ok = math.isfinite(float(text)) and float(text) >= 0
+                ok = math.isfinite(float(text)) and (float(text) > 0 if self.positive else float(text) >= 0)
             except ValueError:
                 ok = False
             if not ok:
-                raise ValueError(f"{self.name} takes a number >= 0, got {text!r}")
+                raise ValueError(f"{self.name} takes a number {'> 0' if self.positive else '>= 0'}, got {text!r}")
         return text
 
 
@@ -102,6 +103,12 @@ OPTIONS = (
     Option("DrawPly", "spin", 0, 0, 100_000, help="a game reaching this ply is a draw (0 = no limit)"),
     Option("Temperature", "string", "0", help="> 0: sample moves by visits^(1/T)", number=True),
     Option("TemperaturePlies", "spin", 0, 0, 100_000, help="sample only before this ply (0 = always)"),
+    Option("CInit", "string", "", help="PUCT's exploration constant c_init (empty = the checkpoint's run setting)",
+           number=True, positive=True),
+    Option("FpuReduction", "string", "0.2", help="first-play urgency: a node's value minus this x sqrt(visited prior)",
+           number=True),
+    Option("PolicyTemperature", "string", "1", help="the search's priors are softmax(policy logits / this)",
+           number=True, positive=True),
     Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
     Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
     Option("TimeMargin", "spin", 300, 0, 60_000,
@@ -381,7 +388,10 @@ class UsiEngine:
         return EngineSettings(nodes=self._int("NodesPerMove"), batch_size=self._int("BatchSize"),
                               mate_search_nodes=self._int("MateSearchNodes") if self._flag("MateSearch") else 0,
                               max_tree_nodes=self._int("MaxTreeNodes"), resign=self._int("ResignThreshold") / 1000,
-                              max_plies=self._int("DrawPly") or 10 ** 9)
+                              max_plies=self._int("DrawPly") or 10 ** 9,
+                              c_init=float(self._str("CInit")) if self._str("CInit") else None,
+                              fpu_reduction=float(self._str("FpuReduction") or 0.2),
+                              policy_temperature=float(self._str("PolicyTemperature") or 1.0))
 
     def _calibrate(self) -> None:
         """Warm-up steps from the start position (the first calls of PyTorch are slow), timed

@@ -156,9 +156,13 @@ class GameSearch:
 
     def __init__(self, evaluator: Evaluator, rules: Rules, c_base: float = 19652.0, c_init: float = 1.25,
                  fpu_reduction: float = 0.2, max_tree_nodes: int = 200_000, mate_search_nodes: int = 100_000,
-                 leaf_mate_search: bool = True, batch_size: int = 1, virtual_loss: float = 1.0, games: int = 1):
+                 leaf_mate_search: bool = True, batch_size: int = 1, virtual_loss: float = 1.0, games: int = 1,
+                 policy_temperature: float = 1.0):
+        if not policy_temperature > 0:
+            raise ValueError(f"policy_temperature must be > 0, got {policy_temperature}")
         self.rules = rules
         self.c_base, self.c_init, self.fpu_reduction = c_base, c_init, fpu_reduction
+        self.policy_temperature = policy_temperature
         self.max_tree_nodes = max_tree_nodes
         self.mate_search_nodes = mate_search_nodes
         self.batch_size, self.virtual_loss = batch_size, virtual_loss
@@ -233,10 +237,15 @@ class GameSearch:
         width = min(-(-max(int(tree.num_edges[actors, nodes].max()), 1) // 8) * 8, tree.width)
         logits = tree.edge_logit[actors, nodes, :width]
         visits = tree.edge_visits[actors, nodes, :width]
-        prior = masked_softmax(logits)
+        prior = self._prior(logits)
         fpu = first_play_urgency(tree.node_value[actors, nodes], prior, visits, self.fpu_reduction)
         return puct_shares(prior, visits, tree.edge_value_sum[actors, nodes, :width], np.isfinite(logits), counts,
                            self.c_base, self.c_init, fpu, self.virtual_loss)
+
+    def _prior(self, logits: np.ndarray) -> np.ndarray:
+        """The edges' priors: the softmax of the network's logits over `policy_temperature`
+        (above 1 flattens the policy, spreading the search over more moves)."""
+        return masked_softmax(logits if self.policy_temperature == 1.0 else logits / self.policy_temperature)
 
     def _boards(self, by_game: dict) -> list:
         """The simulator's per-actor board list: game g's board at index g."""
@@ -347,7 +356,7 @@ class GameSearch:
         if visits[edge] > 0:
             value = float(tree.edge_value_sum[game, 0, edge] / visits[edge])
         else:
-            prior = masked_softmax(tree.edge_logit[game, 0:1])
+            prior = self._prior(tree.edge_logit[game, 0:1])
             value = float(first_play_urgency(tree.node_value[game, 0:1], prior, tree.edge_visits[game, 0:1],
                                              self.fpu_reduction)[0, 0])
         pv = [int(tree.edge_move[game, 0, edge])]
