@@ -262,9 +262,11 @@ def test_errors_read_without_python_exception_names(engine, tmp_path):
 def test_the_search_knobs_reach_the_engines_settings():
     """CInit, FpuReduction and PolicyTemperature set the play-time search (play/engine.py);
     an empty CInit keeps the checkpoint's run setting, and a temperature of 0 is refused."""
+    from azshogi.play.engine import EngineSettings
     from azshogi.play.usi import UsiEngine
 
-    assert UsiEngine(io.StringIO()).settings().c_init is None
+    assert UsiEngine(io.StringIO()).settings() == EngineSettings(max_plies=10 ** 9)  # the defaults agree
+    assert EngineSettings().c_init is None
     engine = UsiEngine(io.StringIO(), {"CInit": "2.5"})
     engine.cmd_setoption([], "setoption name PolicyTemperature value 1.5")
     engine.cmd_setoption([], "setoption name FpuReduction value 0")

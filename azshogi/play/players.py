@@ -334,14 +334,16 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
         player.rules = rules
         return player
     if kind == "search":
+        default = EngineSettings()
         settings = EngineSettings(nodes=_number(spec, options, "nodes", 0, low=1),
-                                  batch_size=_number(spec, options, "batch", 8, low=1, high=256),
+                                  batch_size=_number(spec, options, "batch", default.batch_size, low=1, high=256),
                                   mate_search_nodes=_number(spec, options, "mate", 100_000),
                                   resign=_number(spec, options, "resign", 0.0, float, 0.0, 1.0),
                                   max_plies=rules.max_plies,
                                   c_init=_number(spec, options, "cpuct", None, float, 1e-6),
-                                  fpu_reduction=_number(spec, options, "fpu", 0.2, float),
-                                  policy_temperature=_number(spec, options, "softmax", 1.0, float, 1e-6))
+                                  fpu_reduction=_number(spec, options, "fpu", default.fpu_reduction, float),
+                                  policy_temperature=_number(spec, options, "softmax", default.policy_temperature,
+                                                             float, 1e-6))
         evaluator, cfg = _checkpoint(spec, arg, max_games * settings.batch_size, device, dtype)
         return SearchPlayer(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}")
     if kind == "gumbel":
