@@ -107,7 +107,7 @@ OPTIONS = (
            number=True, positive=True),
     Option("FpuReduction", "string", "0.2", help="first-play urgency: a node's value minus this x sqrt(visited prior)",
            number=True),
-    Option("PolicyTemperature", "string", "1", help="the search's priors are softmax(policy logits / this)",
+    Option("PolicyTemperature", "string", "3", help="the search's priors are softmax(policy logits / this)",
            number=True, positive=True),
     Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
     Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
@@ -390,8 +390,9 @@ class UsiEngine:
                               max_tree_nodes=self._int("MaxTreeNodes"), resign=self._int("ResignThreshold") / 1000,
                               max_plies=self._int("DrawPly") or 10 ** 9,
                               c_init=float(self._str("CInit")) if self._str("CInit") else None,
-                              fpu_reduction=float(self._str("FpuReduction") or 0.2),
-                              policy_temperature=float(self._str("PolicyTemperature") or 1.0))
+                              fpu_reduction=float(self._str("FpuReduction") or EngineSettings.fpu_reduction),
+                              policy_temperature=float(self._str("PolicyTemperature")
+                                                       or EngineSettings.policy_temperature))
 
     def _calibrate(self) -> None:
         """Warm-up steps from the start position (the first calls of PyTorch are slow), timed
