@@ -29,9 +29,9 @@ class EngineSettings:
     max_plies: Optional[int] = None  # a game reaching this ply is a draw; None = the run's rules (DrawPly)
     c_init: Optional[float] = None  # PUCT's exploration constant; None = the run's search.c_init (CInit)
     fpu_reduction: float = 0.2  # first-play urgency: the node's value minus this x sqrt(visited prior) (FpuReduction)
-    # the priors are softmax(logits / this) (PolicyTemperature): 3 beat 1, 1.5, 2 and 4 against Fairy-Stockfish
-    # Skill Level 0 with the 2-hour checkpoints of two seeds at 192 nodes a move (docs/strength.md)
-    policy_temperature: float = 3.0
+    # the priors are softmax(logits / this) (PolicyTemperature). 1.5-3 lifted the 2-hour checkpoints at 192 nodes
+    # a move, 3 cost a 30-minute checkpoint at 64 nodes (docs/strength.md): 1 until a default fits both
+    policy_temperature: float = 1.0
 
 
 def engine_rules(cfg: Config, settings: EngineSettings) -> Rules:

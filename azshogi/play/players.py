@@ -14,7 +14,7 @@ search `nodes` (simulations per move; default the run's search.num_simulations),
 (descents per tree per forward pass, the engine's BatchSize; default 8), `mate` (df-pn nodes of
 the root mate search, 0 = off; default 100000), `resign` (a win rate), `cpuct` (PUCT's c_init;
 default the run's), `fpu` (first-play urgency reduction; default 0.2), `softmax` (the policy's
-temperature for the priors; default 3); gumbel `simulations`,
+temperature for the priors; default 1); gumbel `simulations`,
 `considered` (Gumbel's m), `mate` (plies of the root mate search, default 3, 0 = off), `resign`;
 policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`) and anything else as
 `setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.

@@ -107,7 +107,7 @@ OPTIONS = (
            number=True, positive=True),
     Option("FpuReduction", "string", "0.2", help="first-play urgency: a node's value minus this x sqrt(visited prior)",
            number=True),
-    Option("PolicyTemperature", "string", "3", help="the search's priors are softmax(policy logits / this)",
+    Option("PolicyTemperature", "string", "1", help="the search's priors are softmax(policy logits / this)",
            number=True, positive=True),
     Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
     Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
