@@ -217,13 +217,21 @@ def _ladder_rated(folder: Path, output: str) -> None:
     assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
 
 
-def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64) -> tuple[str, Run]:
+def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: str) -> tuple[str, Run]:
     """docs/strength.md's 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
-    and its entry: played tiny, every rung named must have been played."""
-    return (f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs {rungs} --games 100 --in-flight 100 "
-            f"-a nodes={nodes} --quiet",
-            Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish",
+    the engine with `nodes` and the search's OPTIONS (KEY=VALUE), and its entry: played tiny with those options,
+    every rung named must have been played."""
+    extra = [arg for option in options for arg in ("-a", option)]
+    return (" ".join(["azshogi-arena", f"search:checkpoints/{run}/{name}", "ladder", "--rungs", rungs, "--games",
+                      "100", "--in-flight", "100", "-a", f"nodes={nodes}", *extra, "--quiet"]),
+            Run(ARENA + ("-a", "nodes=2", *extra), needs="fairy-stockfish",
                 then=functools.partial(_ladder_played, rungs=tuple(rungs.split(",")))))
+
+
+def _spread_printed(folder: Path, output: str) -> None:
+    """policy_spread.py printed each checkpoint's spread at each temperature asked."""
+    assert output.count("PolicyTemperature 1:") == 3 and output.count("PolicyTemperature 3:") == 3, output[-2000:]
+    assert "moves hold 90%" in output
 
 
 def _cluster_measured(folder: Path, output: str) -> None:
@@ -293,6 +301,14 @@ LR_DROPS = (("l1", "ckpt-00141.pt", 64), ("l1", "ckpt-00141.pt", 192), ("l1", "c
             ("l4", "ckpt-00133.pt", 192), ("l6", "ckpt-00133.pt", 192), ("l6", "ckpt-00141.pt", 192),
             ("l6", "ckpt-00141.pt", 64), ("l7", "ckpt-00141.pt", 192), ("l7", "ckpt-00141.pt", 64),
             *((run, "ckpt-00141.pt", nodes) for run in ("l8", "l9", "l10") for nodes in (192, 64)))
+# the engine's search knobs on the 2-hour checkpoints of l1 and l3 (and l3's checkpoint 42): run, checkpoint, rungs,
+# nodes, the search: option
+KNOBS = (*(("l1", "ckpt-00141.pt", "sf0", 192, option)
+           for option in ("softmax=1.5", "softmax=2", "softmax=3", "softmax=4", "cpuct=2.5", "fpu=0")),
+         *(("l3", "ckpt-00141.pt", "sf0", 192, f"softmax={t}") for t in ("1.5", "2", "3", "4")),
+         ("l1", "ckpt-00141.pt", "sf0", 64, "softmax=1.5"),
+         *(("l3", "ckpt-00042.pt", "greedy,sf-5", 64, f"softmax={t}") for t in ("1", "3")),
+         *(("l3", "ckpt-00042.pt", "sf-5", 192, f"softmax={t}") for t in ("3", "1")))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
@@ -561,6 +577,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for seed, source, run, bf16 in ((2, "l3", "l4", ""), (2, "l3", "l5", " train.cpu_bf16=true"),
                                        (3, "d3", "l6", ""))},
     **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),
+    **dict(_ladder_match(run, name, rungs, nodes, option) for run, name, rungs, nodes, option in KNOBS),
+    'azshogi-bench usi checkpoints/l1/ckpt-00141.pt --go "movetime 100" --option Threads=1 --engine t1 '
+    '"python -m azshogi.commands.usi --option PolicyTemperature=1" --engine t3 '
+    '"python -m azshogi.commands.usi --option PolicyTemperature=3"': Skip(USI_BENCH),
+    "python docs/tools/policy_spread.py checkpoints/l1/ckpt-00141.pt checkpoints/l3/ckpt-00141.pt "
+    "checkpoints/l3/ckpt-00042.pt": Run(("--games", "2", "--plies", "14", "--temperatures", "1", "3"),
+                                        then=_spread_printed),
     "azshogi-arena gumbel:checkpoints/d3/ckpt-00141.pt ladder --rungs sf0 --games 100 --in-flight 100 "
     "-a simulations=64 -a considered=16 --quiet":
         Run(ARENA + ("-a", "simulations=2", "-a", "considered=2"), needs="fairy-stockfish",
@@ -683,7 +706,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
-         D3, W1, *((run, name) for run, name, _ in LR_DROPS))
+         D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:

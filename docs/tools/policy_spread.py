@@ -1,0 +1,78 @@
+"""How spread out a checkpoint's policy is at several policy temperatures (the engine's
+PolicyTemperature, the arena's `softmax`), over positions of games the checkpoint plays against
+itself by sampling its own policy (from the start position; positions from ply 10 on).
+
+    python docs/tools/policy_spread.py checkpoints/l1/ckpt-00141.pt --temperatures 1 1.5 2 3 4
+
+Per temperature: the mean prior of the policy's first move, the mean entropy over the legal
+moves, and the median number of moves that hold 90% of the prior mass.
+"""
+from __future__ import annotations
+
+import argparse
+
+import cshogi
+import numpy as np
+import torch
+
+from azshogi.play.models import model_evaluator
+
+
+def spread(path: str, temperatures: list[float], games: int, plies: int, seed: int = 0) -> dict:
+    """{temperature: (top-1 prior, entropy in nats, moves holding 90%) per position}, and the legal
+    moves' counts under the key "legal"."""
+    evaluator, _ = model_evaluator(path, "cpu", "fp32", max_batch=games)
+    rng = np.random.default_rng(seed)
+    boards = [cshogi.Board() for _ in range(games)]
+    out: dict = {t: [] for t in temperatures}
+    out["legal"] = []
+    for ply in range(plies):
+        boards = [b for b in boards if not b.is_game_over()]
+        if not boards:
+            break
+        batch = evaluator.allocate(len(boards))
+        batch.clear()
+        moves = [list(b.legal_moves) for b in boards]
+        for board, legal in zip(boards, moves):
+            batch.add(board, legal)
+        batch.seal()
+        logits, _ = evaluator.evaluate(batch)
+        start = 0
+        for board, legal in zip(boards, moves):
+            row = logits[start:start + len(legal)].astype(np.float64)
+            start += len(legal)
+            if ply >= 10:
+                out["legal"].append(len(legal))
+                for t in temperatures:
+                    p = np.exp((row - row.max()) / t)
+                    p /= p.sum()
+                    held = int(np.searchsorted(np.cumsum(np.sort(p)[::-1]), 0.9)) + 1
+                    out[t].append((p.max(), float(-(p * np.log(p + 1e-30)).sum()), held))
+            p = np.exp(row - row.max())
+            board.push(legal[rng.choice(len(legal), p=p / p.sum())])
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoints", nargs="+")
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 1.5, 2.0, 3.0, 4.0])
+    parser.add_argument("--games", type=int, default=32)
+    parser.add_argument("--plies", type=int, default=80)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    for path in args.checkpoints:
+        result = spread(path, args.temperatures, args.games, args.plies)
+        legal = result["legal"]
+        if not legal:
+            print(f"{path}: no position past ply 10 (raise --plies)")
+            continue
+        print(f"{path}: {len(legal)} positions, {np.mean(legal):.0f} legal moves on average")
+        for t in args.temperatures:
+            a = np.array(result[t])
+            print(f"  PolicyTemperature {t:g}: top-1 prior {a[:, 0].mean():.3f}, entropy {a[:, 1].mean():.2f} nats, "
+                  f"{np.median(a[:, 2]):.0f} moves hold 90% (median)")
+
+
+if __name__ == "__main__":
+    main()
