@@ -337,7 +337,7 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
         default = EngineSettings()
         settings = EngineSettings(nodes=_number(spec, options, "nodes", 0, low=1),
                                   batch_size=_number(spec, options, "batch", default.batch_size, low=1, high=256),
-                                  mate_search_nodes=_number(spec, options, "mate", 100_000),
+                                  mate_search_nodes=_number(spec, options, "mate", default.mate_search_nodes),
                                   resign=_number(spec, options, "resign", 0.0, float, 0.0, 1.0),
                                   max_plies=rules.max_plies,
                                   c_init=_number(spec, options, "cpuct", None, float, 1e-6),

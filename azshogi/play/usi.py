@@ -390,7 +390,7 @@ class UsiEngine:
                               max_tree_nodes=self._int("MaxTreeNodes"), resign=self._int("ResignThreshold") / 1000,
                               max_plies=self._int("DrawPly") or 10 ** 9,
                               c_init=float(self._str("CInit")) if self._str("CInit") else None,
-                              fpu_reduction=float(self._str("FpuReduction") or EngineSettings.fpu_reduction),
+                              fpu_reduction=float(self._str("FpuReduction")),
                               policy_temperature=float(self._str("PolicyTemperature")
                                                        or EngineSettings.policy_temperature))
 
