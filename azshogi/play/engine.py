@@ -30,7 +30,7 @@ class EngineSettings:
     c_init: Optional[float] = None  # PUCT's exploration constant; None = the run's search.c_init (CInit)
     fpu_reduction: float = 0.2  # first-play urgency: the node's value minus this x sqrt(visited prior) (FpuReduction)
     # the priors are softmax(logits / this) (PolicyTemperature). 1.5-3 lifted the 2-hour checkpoints at 192 nodes
-    # a move, 3 cost a 30-minute checkpoint at 64 nodes (docs/strength.md): 1 until a default fits both
+    # a move, 3 cost a 30-minute checkpoint at 64 and 192 nodes (docs/strength.md): 1 until a default fits both
     policy_temperature: float = 1.0
 
 
