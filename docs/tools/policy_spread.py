@@ -16,6 +16,8 @@ import numpy as np
 import torch
 
 from azshogi.play.models import model_evaluator
+from azshogi.search.tree import masked_softmax
+from azshogi.train.bench import fill
 
 
 def spread(path: str, temperatures: list[float], games: int, plies: int, seed: int = 0) -> dict:
@@ -30,25 +32,19 @@ def spread(path: str, temperatures: list[float], games: int, plies: int, seed: i
         boards = [b for b in boards if not b.is_game_over()]
         if not boards:
             break
-        batch = evaluator.allocate(len(boards))
-        batch.clear()
         moves = [list(b.legal_moves) for b in boards]
-        for board, legal in zip(boards, moves):
-            batch.add(board, legal)
-        batch.seal()
-        logits, _ = evaluator.evaluate(batch)
+        logits, _ = evaluator.evaluate(fill(evaluator.allocate(len(boards)), boards))
         start = 0
         for board, legal in zip(boards, moves):
-            row = logits[start:start + len(legal)].astype(np.float64)
+            row = logits[None, start:start + len(legal)].astype(np.float64)
             start += len(legal)
             if ply >= 10:
                 out["legal"].append(len(legal))
                 for t in temperatures:
-                    p = np.exp((row - row.max()) / t)
-                    p /= p.sum()
+                    p = masked_softmax(row / t)[0]  # the engine's priors at PolicyTemperature t
                     held = int(np.searchsorted(np.cumsum(np.sort(p)[::-1]), 0.9)) + 1
                     out[t].append((p.max(), float(-(p * np.log(p + 1e-30)).sum()), held))
-            p = np.exp(row - row.max())
+            p = masked_softmax(row)[0]
             board.push(legal[rng.choice(len(legal), p=p / p.sum())])
     return out
 
