@@ -316,13 +316,14 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     positions a move where the first two evaluated about 5 (the TINY search's 4 simulations and
     the root); the game numbering goes on through the change; a resumed run searches deeper from
     its start. (With worker processes a phase's moves and evaluations are counted at slightly
-    different moments, so a phase of a single step can read low: there, the largest must be deep.)"""
+    different moments, so a phase of a single step can read low: there, the largest must be deep,
+    and the shallow phases are bounded from above only.)"""
     deeper = ("selfplay.deeper_from_checkpoint=2", "selfplay.deeper_simulations=12", "selfplay.deeper_considered=4",
               f"selfplay.num_workers={workers}")
     train(tiny_config(*deeper, "loop.max_checkpoints=4"), show_progress=False)
     logs, checkpoints = tmp_path / "logs" / "t", tmp_path / "checkpoints" / "t"
     per_move = evals_per_move(logs)
-    assert max(per_move[:2]) <= 6 and min(per_move[:2]) >= 4, per_move
+    assert max(per_move[:2]) <= 6 and (workers or min(per_move[:2]) >= 4), per_move
     assert (min(per_move[2:]) if workers == 0 else max(per_move[2:])) >= 9, per_move
     said = (logs / "azshogi.log").read_text()
     assert "checkpoint 2: self-play now searches gumbel 12 simulations, 4 considered" in said
