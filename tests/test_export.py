@@ -1,4 +1,5 @@
-"""azshogi-export: dlshogi's ONNX interface, checked under ONNX Runtime; hcpe3 games as CSA."""
+"""azshogi-export: dlshogi's ONNX interface, checked under ONNX Runtime; hcpe3 games as CSA; the
+network alone, for play."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,6 +59,37 @@ def test_onnx_model_has_dlshogis_interface_and_matches_pytorch(tmp_path):
         np.testing.assert_allclose(value[:, 0], want_value.numpy(), atol=1e-5)
         assert ((value > 0) & (value < 1)).all()  # a win probability, not a logit
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
+
+
+def test_network_alone_plays_as_its_checkpoint_and_is_smaller(tmp_path):
+    from azshogi.play.models import load_model
+
+    path, model = tiny_checkpoint(tmp_path)
+    out = tmp_path / "net.pt"
+    export_main(["network", str(path), str(out)])
+    assert out.stat().st_size < path.stat().st_size  # no optimizer state, no games in progress
+    alone, cfg = load_model(out)
+    assert cfg.model == load_model(path)[1].model
+    x1, x2 = features.allocate(4)
+    for i, board in enumerate(random_positions(4, seed=2)):
+        features.write(board, x1, x2, i)
+    want = model.predict(torch.from_numpy(x1), torch.from_numpy(x2))
+    got = alone.predict(torch.from_numpy(x1), torch.from_numpy(x2))
+    for w, g in zip(want, got):
+        assert torch.equal(w, g)  # the BatchNorm statistics too
+    export_main(["network", str(out), str(tmp_path / "again.pt")])  # the network alone exports as itself
+    assert load_model(tmp_path / "again.pt")[1].model == cfg.model
+
+
+def test_network_of_a_foreign_file_is_one_line_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "notes.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit) as exit_:
+        export_main(["network", str(bad), str(tmp_path / "net.pt")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "notes.pt" in err, err
+    assert not (tmp_path / "net.pt").exists()
 
 
 def test_hcpe3_to_csa_writes_one_game_per_file(tmp_path):

@@ -2,12 +2,16 @@
 
     azshogi-export onnx CHECKPOINT OUT.onnx [--opset 17]
     azshogi-export hcpe3-to-csa IN.hcpe3 OUTDIR
+    azshogi-export network CHECKPOINT OUT.pt
 
 The ONNX model has dlshogi's interface, so engines that load dlshogi models (dlshogi itself with
 TensorRT or ONNX Runtime, and the engines built on it) can play it: inputs `input1` (N, 62, 9, 9)
 and `input2` (N, 57, 9, 9) float32, outputs `output_policy` (N, 2187) logits and `output_value`
 (N, 1) the side to move's win probability (the sigmoid of the value logit), N dynamic. It needs
-the `onnx` package (`pip install 'azshogi[export]'`). Every output file is written to a
+the `onnx` package (`pip install 'azshogi[export]'`). `network` writes the checkpoint's network
+alone (its weights and settings, without the optimizer's state or the games in progress: a third
+of the file for a run with AdamW), which azshogi-usi, azshogi-arena and this command read as they
+read a checkpoint. Every output file is written to a
 temporary name and renamed; a malformed input writes nothing.
 """
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from azshogi.commands.cli import ArgumentParser, fail
-from azshogi.formats.checkpoint import CheckpointError
+from azshogi.formats.checkpoint import CheckpointError, load, save_network
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
 from azshogi.formats.files import write_atomically
 from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, onnx_bytes
@@ -28,6 +32,11 @@ def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path
     return Path(out)
 
 
+def export_network(checkpoint: Path, out: Path) -> Path:
+    load_model(Path(checkpoint))  # the weights must fit their settings, as for play
+    return save_network(load(Path(checkpoint)), Path(out))
+
+
 def main(argv=None) -> None:
     parser = ArgumentParser(prog="azshogi-export", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -38,10 +47,15 @@ def main(argv=None) -> None:
     p = sub.add_parser("hcpe3-to-csa", help="the games of an hcpe3 file as CSA records")
     p.add_argument("hcpe3", type=Path)
     p.add_argument("out_dir", type=Path)
+    p = sub.add_parser("network", help="a checkpoint's network alone (weights and settings): a smaller file for play")
+    p.add_argument("checkpoint", type=Path)
+    p.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "onnx":
             print(export_onnx(args.checkpoint, args.out, args.opset))
+        elif args.command == "network":
+            print(export_network(args.checkpoint, args.out))
         else:
             written = hcpe3_to_csa(args.hcpe3, args.out_dir)
             print(f"{len(written)} games written to {args.out_dir}")

@@ -82,6 +82,21 @@ def network(state: dict, path: Path) -> tuple[dict, dict]:
     return state["model"], state["config"]
 
 
+def network_only(state: dict, path: Path) -> dict:
+    """The part of a checkpoint's state that plays: the network's weights and the settings it is
+    rebuilt from (no optimizer, replay window or games in progress). `network` reads it back."""
+    weights, config = network(state, path)
+    return {"model": weights, "config": config}
+
+
+def save_network(state: dict, path: Path) -> Path:
+    """Writes `network_only(state)` atomically to `path` (any name: it is no run's checkpoint)."""
+    path = Path(path)
+    with atomic_writer(path) as f:
+        torch.save(_tensors(network_only(state, path)), f)
+    return path
+
+
 def _order(path: Path) -> tuple[int, int]:
     number, partial = checkpoint_number(path) or (-1, False)  # only checkpoint files are ordered
     return number, int(partial)
