@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
+import torch
 from conftest import docs_tool
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
@@ -228,6 +229,16 @@ def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: st
                 then=functools.partial(_ladder_played, rungs=tuple(rungs.split(",")))))
 
 
+def _network_plays(path: Path, checkpoint: Path) -> None:
+    """The network written alone loads for play as the checkpoint's, and holds nothing else."""
+    from azshogi.play.models import load_model
+
+    (alone, cfg), (model, given) = load_model(path), load_model(checkpoint)
+    assert cfg == given
+    assert all(torch.equal(a, b) for a, b in zip(alone.state_dict().values(), model.state_dict().values()))
+    assert set(torch.load(path, weights_only=True)) == {"model", "config"}
+
+
 def _spread_printed(folder: Path, output: str) -> None:
     """policy_spread.py printed each checkpoint's spread at each temperature asked."""
     assert output.count("PolicyTemperature 1:") == 3 and output.count("PolicyTemperature 3:") == 3, output[-2000:]
@@ -309,6 +320,8 @@ KNOBS = (*(("l1", "ckpt-00141.pt", "sf0", 192, option)
          ("l1", "ckpt-00141.pt", "sf0", 64, "softmax=1.5"),
          *(("l3", "ckpt-00042.pt", "greedy,sf-5", 64, f"softmax={t}") for t in ("1", "3")),
          *(("l3", "ckpt-00042.pt", "sf-5", 192, f"softmax={t}") for t in ("3", "1")))
+# the H100's run of +experiment=gpu (docs/tools/gpu_check.sh): its networks that played greedy here
+GPU_CHECK = tuple(("h100a", f"gpu-check-ckpt-{n:05d}.pt") for n in (6, 15))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
@@ -352,6 +365,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-bench device=cuda model=large selfplay.num_workers=W selfplay.num_actors=A": Check(NEEDS_CUDA, (W, A)),
     "azshogi-bench usi CHECKPOINT": Skip("CHECKPOINT stands for a checkpoint file; " + USI_BENCH),
     "azshogi-export onnx": Skip("a subcommand's name; docs/interop.md's `azshogi-export onnx ...` runs"),
+    "azshogi-export network": Skip("a subcommand's name; docs/play.md's `azshogi-export network ...` runs"),
     "azshogi-export hcpe3-to-csa":
         Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
     # docs/architecture.md, inline
@@ -374,7 +388,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "device=cpu": Check(BENCH),
     "azshogi-bench model=small selfplay.num_actors=128 selfplay.num_workers=W bench.seconds=10 bench.repeats=3 "
     "bench.warmup_seconds=5 device=cpu": Check(BENCH, (W,)),
-    "azshogi-bench device=cuda model=large bench.seconds=20": Check(NEEDS_CUDA),
+    "bash docs/tools/gpu_check.sh out 540":
+        Skip("needs a CUDA GPU and 9 minutes; each of its steps is a command of docs/benchmarks.md with an entry here, "
+             "and its dry run (GPU_CHECK_DEVICE=cpu) runs them all on a CPU"),
+    "azshogi-bench +experiment=gpu device=cuda bench.seconds=8 bench.warmup_seconds=5 bench.repeats=3":
+        Check(NEEDS_CUDA),
     "for W in 0 4 8 15; do for A in 512 1024 2048 4096; do": Skip("the shell's loop around the command below"),
     "azshogi-bench device=cuda model=large selfplay.num_workers=$W selfplay.num_actors=$A bench.seconds=20":
         Check(NEEDS_CUDA, (("$W", "4"), ("$A", "512"))),
@@ -409,8 +427,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/late_bestmoves.py --usiok 10": Run(("--usiok", "1"), then=_usiok_timed),
     'azshogi-bench usi --model 5x64 --repeats 5 --positions startpos,mid50 --go "movetime 300" --option Threads=1':
         Skip(USI_BENCH),
-    'azshogi-bench usi --model 10x192 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
-    '--engine new "python -m azshogi.commands.usi"': Skip(ENGINE_CUDA),
+    "azshogi-bench usi --model 10x192 --repeats 1 --option Device=cuda --option BatchSize=256": Skip(ENGINE_CUDA),
     'azshogi-bench usi --model 5x64 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
     '--engine new "python -m azshogi.commands.usi"': Skip(ENGINE_CUDA),
     "python docs/tools/engine_profile.py --batch 64 256 512": Check(TOOL_ARGS + " (its table's command)"),
@@ -470,6 +487,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
                                           "eval.usi_go=nodes 10"), then=_usi_anchor_played),
     'azshogi-bench usi checkpoints/myrun/ckpt-00040.pt --go "byoyomi 3000" --option BatchSize=32': Skip(USI_BENCH),
     "azshogi-bench usi --model 10x192 --repeats 3 --option BatchSize=32 --option Threads=2": Skip(USI_BENCH),
+    "azshogi-export network checkpoints/myrun/ckpt-00040.pt myrun-40.pt":
+        Run(then=lambda folder, output: _network_plays(folder / "myrun-40.pt",
+                                                       folder / "checkpoints" / "myrun" / "ckpt-00040.pt")),
     # docs/play.md, inline
     "python -m azshogi.commands.usi": Skip("the engine on stdin and stdout: test_usi_engine.py talks to it "
                                            "(play_helpers.UsiSession starts this command)"),
@@ -578,6 +598,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
                                        (3, "d3", "l6", ""))},
     **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),
     **dict(_ladder_match(run, name, rungs, nodes, option) for run, name, rungs, nodes, option in KNOBS),
+    **{f"azshogi-arena search:checkpoints/{run}/{name} greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
+       Run(ARENA + ("-a", "nodes=2")) for run, name in GPU_CHECK},
     'azshogi-bench usi checkpoints/l1/ckpt-00141.pt --go "movetime 100" --option Threads=1 --engine t1 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=1" --engine t3 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=3"': Skip(USI_BENCH),
@@ -706,7 +728,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
-         D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS))
+         D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
