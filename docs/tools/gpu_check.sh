@@ -9,7 +9,8 @@
 # log folder (logs.tgz) for matches and TensorBoard elsewhere. A step that fails or runs out its
 # time is noted in its file and the next one runs.
 # GPU_CHECK_DEVICE=cpu GPU_CHECK_EXTRA="model=small ..." make a dry run on a CPU; PYTHON picks the
-# interpreter (default python3; azshogi importable from it, or run from the repository's root).
+# interpreter (default python3, with azshogi installed: `pip install -e .`; from a bare copy of the
+# repository, `ln -s ../conf azshogi/conf` lets Hydra find the settings instead).
 set -u
 out=${1:?usage: gpu_check.sh OUT_DIR [SECONDS]}
 budget=${2:-540}
@@ -20,6 +21,10 @@ extra=${GPU_CHECK_EXTRA:-}
 run=gpu-check
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if ! "$py" -c "import azshogi.conf" 2>/dev/null; then
+  echo "gpu_check.sh: $py cannot import azshogi's settings (azshogi.conf): pip install -e . first" >&2
+  exit 2
+fi
 
 step() {  # step FILE SECONDS COMMAND...: runs COMMAND with a time limit, its output in OUT_DIR/FILE
   local file=$1 limit=$2; shift 2
