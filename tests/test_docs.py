@@ -322,6 +322,8 @@ KNOBS = (*(("l1", "ckpt-00141.pt", "sf0", 192, option)
          *(("l3", "ckpt-00042.pt", "sf-5", 192, f"softmax={t}") for t in ("3", "1")))
 # the H100's run of +experiment=gpu (docs/tools/gpu_check.sh): its networks that played greedy here
 GPU_CHECK = tuple(("h100a", f"gpu-check-ckpt-{n:05d}.pt") for n in (6, 15))
+# and the CPU preset with 512 games in flight (s1, s2): run, seed, checkpoints
+IN_FLIGHT = (("s1", 2, 42), ("s2", 1, 41))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
@@ -599,7 +601,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(run, name, "sf0", nodes) for run, name, nodes in LR_DROPS),
     **dict(_ladder_match(run, name, rungs, nodes, option) for run, name, rungs, nodes, option in KNOBS),
     **{f"azshogi-arena search:checkpoints/{run}/{name} greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
-       Run(ARENA + ("-a", "nodes=2")) for run, name in GPU_CHECK},
+       Run(ARENA + ("-a", "nodes=2")) for run, name in
+       (*GPU_CHECK, *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT))},
+    **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints={last} eval.every=0 "
+       "loop.keep_checkpoints=100 selfplay.num_actors=512": STRENGTH_RUN for run, seed, last in IN_FLIGHT},
     'azshogi-bench usi checkpoints/l1/ckpt-00141.pt --go "movetime 100" --option Threads=1 --engine t1 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=1" --engine t3 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=3"': Skip(USI_BENCH),
@@ -728,7 +733,8 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
-         D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK)
+         D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
+         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
