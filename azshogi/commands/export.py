@@ -23,7 +23,7 @@ from azshogi.formats.checkpoint import CheckpointError, load, save_network
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
 from azshogi.formats.files import write_atomically
 from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, onnx_bytes
-from azshogi.play.models import load_model
+from azshogi.play.models import load_model, model_of
 
 
 def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path:
@@ -33,8 +33,9 @@ def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path
 
 
 def export_network(checkpoint: Path, out: Path) -> Path:
-    load_model(Path(checkpoint))  # the weights must fit their settings, as for play
-    return save_network(load(Path(checkpoint)), Path(out))
+    state = load(Path(checkpoint))
+    model_of(state, Path(checkpoint))  # the weights must fit their settings, as for play
+    return save_network(state, Path(checkpoint), Path(out))
 
 
 def main(argv=None) -> None:

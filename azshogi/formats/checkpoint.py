@@ -82,19 +82,14 @@ def network(state: dict, path: Path) -> tuple[dict, dict]:
     return state["model"], state["config"]
 
 
-def network_only(state: dict, path: Path) -> dict:
-    """The part of a checkpoint's state that plays: the network's weights and the settings it is
-    rebuilt from (no optimizer, replay window or games in progress). `network` reads it back."""
-    weights, config = network(state, path)
-    return {"model": weights, "config": config}
-
-
-def save_network(state: dict, path: Path) -> Path:
-    """Writes `network_only(state)` atomically to `path` (any name: it is no run's checkpoint)."""
-    path = Path(path)
-    with atomic_writer(path) as f:
-        torch.save(_tensors(network_only(state, path)), f)
-    return path
+def save_network(state: dict, source: Path, out: Path) -> Path:
+    """Writes the part of a checkpoint's state (read from `source`) that plays — the network's
+    weights and the settings it is rebuilt from, no optimizer, replay window or games in
+    progress — atomically to `out` (any name: it is no run's checkpoint). `network` reads it back."""
+    weights, config = network(state, source)
+    with atomic_writer(Path(out)) as f:
+        torch.save(_tensors({"model": weights, "config": config}), f)
+    return Path(out)
 
 
 def _order(path: Path) -> tuple[int, int]:

@@ -15,7 +15,12 @@ from azshogi.nn.network import from_config
 def load_model(path: Path, device="cpu"):
     """The network of a checkpoint, in eval mode on `device`, with the run's config.
     Returns (model, config)."""
-    weights, config = network(load(Path(path)), path)
+    return model_of(load(Path(path)), path, device)
+
+
+def model_of(state: dict, path: Path, device="cpu"):
+    """load_model's (model, config) of a checkpoint's state already read from `path`."""
+    weights, config = network(state, path)
     cfg = from_plain(config)
     model = from_config(cfg.model)
     try:
