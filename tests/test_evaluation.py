@@ -77,6 +77,8 @@ def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path):
     history = json.loads((tmp_path / "eval" / "ratings.json").read_text())
     assert [h["checkpoint"] for h in history] == [1, 2] and [h["games"] for h in history] == [5, 9]
     assert history[1]["matches"]["previous"]["games"] == 2
+    # the engine's PolicyTemperature auto, as a GUI would get it for this (untrained, flat) network
+    assert [v for _, v in figures["eval/policy_temperature"]] == [h["policy_temperature"] for h in history] == [1, 1]
     assert history[1]["rating"] == pytest.approx(second.rating.rating, abs=0.06)
     assert (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0000.csa").exists()
     assert not (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0001.csa").exists()

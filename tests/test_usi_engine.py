@@ -272,6 +272,6 @@ def test_the_search_knobs_reach_the_engines_settings():
     engine.cmd_setoption([], "setoption name FpuReduction value 0")
     settings = engine.settings()
     assert (settings.c_init, settings.policy_temperature, settings.fpu_reduction) == (2.5, 1.5, 0.0)
-    for name in ("PolicyTemperature", "CInit"):
-        with pytest.raises(ValueError, match=f"{name} takes a number > 0, got '0'"):
+    for name, words in (("PolicyTemperature", " or auto"), ("CInit", "")):
+        with pytest.raises(ValueError, match=f"{name} takes a number > 0{words}, got '0'"):
             engine.cmd_setoption([], f"setoption name {name} value 0")

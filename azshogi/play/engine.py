@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from azshogi.config import Config
+from azshogi.play.temperature import auto_temperature
 from azshogi.search.anytime import GameSearch
 from azshogi.shogi.rules import Rules, rules_of
 
@@ -29,9 +30,9 @@ class EngineSettings:
     max_plies: Optional[int] = None  # a game reaching this ply is a draw; None = the run's rules (DrawPly)
     c_init: Optional[float] = None  # PUCT's exploration constant; None = the run's search.c_init (CInit)
     fpu_reduction: float = 0.2  # first-play urgency: the node's value minus this x sqrt(visited prior) (FpuReduction)
-    # the priors are softmax(logits / this) (PolicyTemperature). 1.5-3 lifted the 2-hour checkpoints at 192 nodes
-    # a move, 3 cost a 30-minute checkpoint at 64 and 192 nodes (docs/strength.md): 1 until a default fits both
-    policy_temperature: float = 1.0
+    # the priors are softmax(logits / this) (PolicyTemperature); None = "auto", chosen from how sharp the
+    # network's policy is (play/temperature.py: 1 for a young network, about 1.5 for a 2-hour CPU one)
+    policy_temperature: Optional[float] = None
 
 
 def engine_rules(cfg: Config, settings: EngineSettings) -> Rules:
@@ -42,11 +43,15 @@ def engine_rules(cfg: Config, settings: EngineSettings) -> Rules:
 
 def engine_search(evaluator, cfg: Config, settings: EngineSettings, games: int = 1) -> GameSearch:
     """The engine's search over `games` trees, for a network evaluated by `evaluator` whose run
-    settings are `cfg` (a checkpoint's)."""
+    settings are `cfg` (a checkpoint's). A policy temperature left to "auto" is chosen here, from
+    the network (play/temperature.py; the search's `policy_temperature` says which)."""
     s = cfg.search
+    temperature = settings.policy_temperature
+    if temperature is None:
+        temperature = auto_temperature(evaluator, max_batch=settings.batch_size * games)
     c_init = s.c_init if settings.c_init is None else settings.c_init
     return GameSearch(evaluator, engine_rules(cfg, settings), c_base=s.c_base, c_init=c_init,
                       fpu_reduction=settings.fpu_reduction, max_tree_nodes=settings.max_tree_nodes,
                       mate_search_nodes=settings.mate_search_nodes, leaf_mate_search=True,
                       batch_size=settings.batch_size, virtual_loss=s.virtual_loss, games=games,
-                      policy_temperature=settings.policy_temperature)
+                      policy_temperature=temperature)

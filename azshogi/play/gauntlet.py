@@ -9,7 +9,8 @@ Every `eval.every` checkpoints the current network (the loop's own model object,
 - optionally an external USI engine (`eval.usi_engine`), and the last evaluated checkpoint.
 
 The network plays as the engine (play/engine.py) with a fixed number of simulations per move
-(`eval.num_simulations`, else `search.num_simulations`), so the strength measured is that of the
+(`eval.num_simulations`, else `search.num_simulations`) and its default settings (the policy
+temperature chosen from the network, as a GUI gets it), so the strength measured is that of the
 engine users run, and reproducible. A rung that cannot be played (Fairy-Stockfish missing or
 failing) is left out with a one-line note; the run goes on. TensorBoard gets, under `eval/`:
 
@@ -19,6 +20,8 @@ failing) is left out with a one-line note; the run goes on. TensorBoard gets, un
                                 the rung matches, and eval/rating_margin; at the training step,
     eval/rating_vs_games        at the number of self-play games so far, and
     eval/rating_vs_seconds      at the run's wall time so far (seconds, resumes included)
+    eval/policy_temperature     the engine's PolicyTemperature auto for the network (play/temperature.py):
+                                1 while its policy is flat, rising as it sharpens
 
 State that must survive a resume (the previous weights and the rating history) and the first
 few games of every match (CSA) live in `logs/<run>/eval/` (formats/paths.RunPaths).
@@ -160,10 +163,12 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
     history.append({"checkpoint": when.checkpoint, "step": when.step, "games": when.games,
                     "seconds": round(when.seconds, 1), "rating": None if r is None else round(r.rating, 1),
                     "rating_margin": None if r is None or not math.isfinite(r.margin) else round(r.margin, 1),
-                    "skipped": ladder.skipped, "matches": {k: m.as_dict() for k, m in matches.items()}})
+                    "skipped": ladder.skipped, "policy_temperature": current.search.policy_temperature,
+                    "matches": {k: m.as_dict() for k, m in matches.items()}})
     write_atomically(paths.eval_ratings, json.dumps(history, indent=1).encode())
     _save_previous(model, cfg, when.checkpoint, paths)
     if writer is not None:
+        writer.add_scalar("eval/policy_temperature", current.search.policy_temperature, when.step)
         _write_scalars(writer, result, when)
     say(result.summary())
     return result

@@ -14,7 +14,7 @@ search `nodes` (simulations per move; default the run's search.num_simulations),
 (descents per tree per forward pass, the engine's BatchSize; default 8), `mate` (df-pn nodes of
 the root mate search, 0 = off; default 100000), `resign` (a win rate), `cpuct` (PUCT's c_init;
 default the run's), `fpu` (first-play urgency reduction; default 0.2), `softmax` (the policy's
-temperature for the priors; default 1); gumbel `simulations`,
+temperature for the priors, or `auto`, the default: chosen from the network, play/temperature.py); gumbel `simulations`,
 `considered` (Gumbel's m), `mate` (plies of the root mate search, default 3, 0 = off), `resign`;
 policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`) and anything else as
 `setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.
@@ -30,6 +30,7 @@ import cshogi
 import numpy as np
 
 from azshogi.play.engine import EngineSettings, engine_search
+from azshogi.play.temperature import AUTO, parse_temperature
 from azshogi.play.usi_client import UsiClient, win_rate_of_info
 from azshogi.shogi.rules import Rules, declaration_wins, mate_move
 
@@ -54,6 +55,7 @@ class Choice:
 
 class Player:
     name = "player"
+    note: Optional[str] = None  # one line a match prints about how the player plays (e.g. a setting it chose)
     rules = Rules()  # the rules of the games it plays (its impasse declarations follow them)
 
     def choose(self, turns: Sequence[Turn]) -> list[Choice]:
@@ -180,6 +182,8 @@ class SearchPlayer(Player):
         self.search = engine_search(evaluator, cfg, settings, max_games)
         self.nodes = settings.nodes or cfg.search.num_simulations
         self.rules, self.resign, self.name = self.search.rules, settings.resign, name
+        chosen = "auto, from its policy" if settings.policy_temperature is None else "set"
+        self.note = f"{name}: PolicyTemperature {self.search.policy_temperature:g} ({chosen})"
         self.trees: dict[int, int] = {}  # game -> its tree in the search
 
     def new_game(self, game: int) -> None:
@@ -307,6 +311,15 @@ def _number(spec: str, options: dict, key: str, default, kind=int, low=0, high=N
     return value
 
 
+def _temperature(spec: str, options: dict) -> Optional[float]:
+    """options["softmax"] (popped): None for "auto" or when not given, else a number > 0."""
+    text = options.pop("softmax", AUTO)
+    try:
+        return parse_temperature(text)
+    except ValueError as e:
+        raise ValueError(f"player {spec!r}: softmax={text!r}: {e}") from None
+
+
 def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_games: int = 1,
                 seed: int = 0, device: str = "auto", dtype: Optional[str] = None) -> Player:
     """A player from a spec (see the module docstring) and its KEY=VALUE options, for games
@@ -342,8 +355,7 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
                                   max_plies=rules.max_plies,
                                   c_init=_number(spec, options, "cpuct", None, float, 1e-6),
                                   fpu_reduction=_number(spec, options, "fpu", default.fpu_reduction, float),
-                                  policy_temperature=_number(spec, options, "softmax", default.policy_temperature,
-                                                             float, 1e-6))
+                                  policy_temperature=_temperature(spec, options))
         evaluator, cfg = _checkpoint(spec, arg, max_games * settings.batch_size, device, dtype)
         return SearchPlayer(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}")
     if kind == "gumbel":

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Optional, TextIO, Union
 
 from azshogi import __version__
@@ -50,6 +50,7 @@ class Option:
     help: str = ""
     number: bool = False  # a string option holding a float (USI has no float type)
     positive: bool = False  # a number option that must be > 0 (an empty value: the default's meaning)
+    words: tuple = ()  # words a number option takes besides numbers (e.g. auto)
 
     def declaration(self, default: OptionValue) -> str:
         if self.kind == "check":
@@ -80,13 +81,17 @@ class Option:
                 raise ValueError(f"{self.name} takes one of {', '.join(self.choices)}, got {text!r}")
             return text
         text = "" if text == "<empty>" else text
+        if self.number and text.lower() in self.words:
+            return text.lower()
         if self.number and not (self.positive and text == ""):
             try:
                 ok = math.isfinite(float(text)) and (float(text) > 0 if self.positive else float(text) >= 0)
             except ValueError:
                 ok = False
             if not ok:
-                raise ValueError(f"{self.name} takes a number {'> 0' if self.positive else '>= 0'}, got {text!r}")
+                words = "".join(f" or {w}" for w in self.words)
+                raise ValueError(f"{self.name} takes a number {'> 0' if self.positive else '>= 0'}{words}, "
+                                 f"got {text!r}")
         return text
 
 
@@ -107,8 +112,9 @@ OPTIONS = (
            number=True, positive=True),
     Option("FpuReduction", "string", "0.2", help="first-play urgency: a node's value minus this x sqrt(visited prior)",
            number=True),
-    Option("PolicyTemperature", "string", "1", help="the search's priors are softmax(policy logits / this)",
-           number=True, positive=True),
+    Option("PolicyTemperature", "string", "auto",
+           help="the search's priors are softmax(policy logits / this); auto: chosen from the network's policy",
+           number=True, positive=True, words=("auto",)),
     Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
     Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
     Option("TimeMargin", "spin", 300, 0, 60_000,
@@ -173,6 +179,7 @@ class UsiEngine:
         self.job: Optional[Job] = None
         self.search: Optional[GameSearch] = None  # once a model is loaded
         self._loaded: Optional[tuple] = None  # (checkpoint, device, dtype, batch) of the loaded model
+        self._auto_temperature: Optional[float] = None  # PolicyTemperature auto's value for the loaded model
         self.timer = StepTimer()  # calibrated by isready
         self.rng: Optional[np.random.Generator] = None
         self._preloading: Optional[threading.Thread] = None
@@ -364,6 +371,7 @@ class UsiEngine:
 
         from azshogi.play.engine import engine_search
         from azshogi.play.models import model_evaluator
+        from azshogi.play.temperature import auto_temperature
 
         threads = self._int("Threads")
         if threads:
@@ -377,13 +385,21 @@ class UsiEngine:
         if self._loaded != key:
             self.search, self._loaded = None, None
             self._evaluator, self._cfg = model_evaluator(path, device, dtype, max_batch=batch)
-            self._loaded = key
-        self.search = engine_search(self._evaluator, self._cfg, self.settings())
+            self._loaded, self._auto_temperature = key, None
+        settings = self.settings()
+        if settings.policy_temperature is None:  # auto: chosen once per loaded network
+            if self._auto_temperature is None:
+                self._auto_temperature = auto_temperature(self._evaluator, max_batch=batch)
+                self.send(f"info string PolicyTemperature auto: {self._auto_temperature:g} "
+                          f"(from the network's policy)")
+            settings = replace(settings, policy_temperature=self._auto_temperature)
+        self.search = engine_search(self._evaluator, self._cfg, settings)
         self._calibrate()
 
     def settings(self):
         """The engine settings the options describe (play/engine.py)."""
         from azshogi.play.engine import EngineSettings
+        from azshogi.play.temperature import AUTO, parse_temperature
 
         return EngineSettings(nodes=self._int("NodesPerMove"), batch_size=self._int("BatchSize"),
                               mate_search_nodes=self._int("MateSearchNodes") if self._flag("MateSearch") else 0,
@@ -391,8 +407,7 @@ class UsiEngine:
                               max_plies=self._int("DrawPly") or 10 ** 9,
                               c_init=float(self._str("CInit")) if self._str("CInit") else None,
                               fpu_reduction=float(self._str("FpuReduction")),
-                              policy_temperature=float(self._str("PolicyTemperature")
-                                                       or EngineSettings.policy_temperature))
+                              policy_temperature=parse_temperature(self._str("PolicyTemperature") or AUTO))
 
     def _calibrate(self) -> None:
         """Warm-up steps from the start position (the first calls of PyTorch are slow), timed

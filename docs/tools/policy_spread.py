@@ -5,47 +5,32 @@ itself by sampling its own policy (from the start position; positions from ply 1
     python docs/tools/policy_spread.py checkpoints/l1/ckpt-00141.pt --temperatures 1 1.5 2 3 4
 
 Per temperature: the mean prior of the policy's first move, the mean entropy over the legal
-moves, and the median number of moves that hold 90% of the prior mass.
+moves, and the median number of moves that hold 90% of the prior mass; then the temperature the
+engine's PolicyTemperature auto picks (play/temperature.py: the same positions with the default
+--games and --plies).
 """
 from __future__ import annotations
 
 import argparse
 
-import cshogi
 import numpy as np
 import torch
 
 from azshogi.play.models import model_evaluator
+from azshogi.play.temperature import entropies, fitted_temperature, sample_logits
 from azshogi.search.tree import masked_softmax
-from azshogi.train.bench import fill
 
 
 def spread(path: str, temperatures: list[float], games: int, plies: int, seed: int = 0) -> dict:
-    """{temperature: (top-1 prior, entropy in nats, moves holding 90%) per position}, and the legal
-    moves' counts under the key "legal"."""
+    """{temperature: (top-1 prior, entropy in nats, moves holding 90%) per position}, the legal
+    moves' counts under the key "legal", and PolicyTemperature auto's choice under "auto"."""
     evaluator, _ = model_evaluator(path, "cpu", "fp32", max_batch=games)
-    rng = np.random.default_rng(seed)
-    boards = [cshogi.Board() for _ in range(games)]
-    out: dict = {t: [] for t in temperatures}
-    out["legal"] = []
-    for ply in range(plies):
-        boards = [b for b in boards if not b.is_game_over()]
-        if not boards:
-            break
-        moves = [list(b.legal_moves) for b in boards]
-        logits, _ = evaluator.evaluate(fill(evaluator.allocate(len(boards)), boards))
-        start = 0
-        for board, legal in zip(boards, moves):
-            row = logits[None, start:start + len(legal)].astype(np.float64)
-            start += len(legal)
-            if ply >= 10:
-                out["legal"].append(len(legal))
-                for t in temperatures:
-                    p = masked_softmax(row / t)[0]  # the engine's priors at PolicyTemperature t
-                    held = int(np.searchsorted(np.cumsum(np.sort(p)[::-1]), 0.9)) + 1
-                    out[t].append((p.max(), float(-(p * np.log(p + 1e-30)).sum()), held))
-            p = masked_softmax(row)[0]
-            board.push(legal[rng.choice(len(legal), p=p / p.sum())])
+    rows = sample_logits(evaluator, games, plies, seed=seed, max_batch=games)
+    out: dict = {"legal": [len(row) for row in rows], "auto": fitted_temperature(rows)}
+    for t in temperatures:
+        priors = [masked_softmax(row / t) for row in rows]  # the engine's priors at PolicyTemperature t
+        held = [int(np.searchsorted(np.cumsum(np.sort(p)[::-1]), 0.9)) + 1 for p in priors]
+        out[t] = list(zip([p.max() for p in priors], entropies(rows, t), held)) if rows else []
     return out
 
 
@@ -68,6 +53,7 @@ def main(argv=None) -> None:
             a = np.array(result[t])
             print(f"  PolicyTemperature {t:g}: top-1 prior {a[:, 0].mean():.3f}, entropy {a[:, 1].mean():.2f} nats, "
                   f"{np.median(a[:, 2]):.0f} moves hold 90% (median)")
+        print(f"  PolicyTemperature auto: {result['auto']:g}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+"""The engine's policy temperature chosen from the network ("auto", the default).
+
+The engine's search takes its priors as softmax(logits / T) (play/engine.py, `PolicyTemperature`).
+How sharp a network's policy is changes as it trains, and the best T with it (docs/strength.md):
+2-hour `+experiment=cpu` checkpoints, whose policy puts 90% of its mass on 11-12 of about 100
+moves (2.2 nats), won 51-56% against Skill Level 0 at T = 1.5 where they won 42% at T = 1; a
+24-minute checkpoint, flatter already (2.7 nats), lost 9-19 points at T = 3 and did best at 1.
+
+"auto" reads the network once: it plays `SAMPLE_GAMES` games against itself from the start
+position by sampling its own policy (no search; a fixed seed, so one network always gets the same
+T), collects the legal moves' logits in the positions from ply `FROM_PLY` on, and takes the
+smallest T >= 1 at which the mean entropy of the priors over those positions reaches
+`TARGET_ENTROPY` (at most `MAX_TEMPERATURE`). A policy flatter than that keeps T = 1.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import cshogi
+import numpy as np
+
+from azshogi.search.tree import masked_softmax
+from azshogi.shogi.network_io import LeafBatch
+
+AUTO = "auto"
+TARGET_ENTROPY = 2.8  # nats: T = 1.5 on the 2-hour checkpoints, about 1.1 on the 24-minute one
+MAX_TEMPERATURE = 3.0  # T = 4 lost to T = 1 on both 2-hour checkpoints
+SAMPLE_GAMES, SAMPLE_PLIES, FROM_PLY = 32, 80, 10
+
+
+def parse_temperature(text) -> Optional[float]:
+    """A policy temperature as given by a user: "auto" (None: chosen from the network) or a
+    number > 0; anything else raises ValueError saying what it takes."""
+    if isinstance(text, str) and text.strip().lower() == AUTO:
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"takes a number > 0 or {AUTO}, got {text!r}")
+    return value
+
+
+def sample_logits(evaluator, games: int = SAMPLE_GAMES, plies: int = SAMPLE_PLIES, from_ply: int = FROM_PLY,
+                  seed: int = 0, max_batch: int = SAMPLE_GAMES) -> list[np.ndarray]:
+    """The legal moves' logits (float64, one array per position) in positions from ply `from_ply`
+    on of `games` games the network plays against itself from the start position, each move
+    drawn from its policy; `max_batch` positions per forward pass."""
+    rng = np.random.default_rng(seed)
+    boards = [cshogi.Board() for _ in range(games)]
+    rows: list[np.ndarray] = []
+    for ply in range(plies):
+        boards = [b for b in boards if not b.is_game_over()]
+        if not boards:
+            break
+        for start in range(0, len(boards), max_batch):
+            chunk = boards[start:start + max_batch]
+            batch: LeafBatch = evaluator.allocate(len(chunk))
+            batch.clear()
+            moves = [list(b.legal_moves) for b in chunk]
+            for board, legal in zip(chunk, moves):
+                batch.add(board, legal)
+            batch.seal()
+            logits, _ = evaluator.evaluate(batch)
+            offset = 0
+            for board, legal in zip(chunk, moves):
+                row = logits[offset:offset + len(legal)].astype(np.float64)
+                offset += len(legal)
+                if ply >= from_ply:
+                    rows.append(row)
+                policy = masked_softmax(row[None])[0]
+                board.push(legal[rng.choice(len(legal), p=policy / policy.sum())])
+    return rows
+
+
+def _padded(rows: list[np.ndarray]) -> np.ndarray:
+    """The rows as one (positions, widest) array, -inf past each row's moves."""
+    out = np.full((len(rows), max(len(r) for r in rows)), -np.inf)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out
+
+
+def entropies(rows: list[np.ndarray], temperature: float) -> np.ndarray:
+    """The entropy in nats of softmax(row / temperature) for each row."""
+    p = masked_softmax(_padded(rows) / temperature)
+    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1)
+
+
+def fitted_temperature(rows: list[np.ndarray], target: float = TARGET_ENTROPY,
+                       high: float = MAX_TEMPERATURE) -> float:
+    """The smallest T in [1, high] whose mean entropy over `rows` reaches `target` (1 when T = 1
+    reaches it, `high` when even `high` does not), to two decimals. A tempered softmax's entropy
+    grows with T, so bisection finds it."""
+    if not rows or entropies(rows, 1.0).mean() >= target:
+        return 1.0
+    if entropies(rows, high).mean() < target:
+        return high
+    low, top = 1.0, high
+    while top - low > 0.005:
+        middle = (low + top) / 2
+        low, top = (middle, top) if entropies(rows, middle).mean() < target else (low, middle)
+    return round(top, 2)
+
+
+def auto_temperature(evaluator, max_batch: int = SAMPLE_GAMES) -> float:
+    """The policy temperature "auto" gives the network that `evaluator` evaluates."""
+    return fitted_temperature(sample_logits(evaluator, max_batch=max_batch))
