@@ -31,7 +31,7 @@ class EngineSettings:
     c_init: Optional[float] = None  # PUCT's exploration constant; None = the run's search.c_init (CInit)
     fpu_reduction: float = 0.2  # first-play urgency: the node's value minus this x sqrt(visited prior) (FpuReduction)
     # the priors are softmax(logits / this) (PolicyTemperature); None = "auto", chosen from how sharp the
-    # network's policy is (play/temperature.py: 1 for a young network, about 1.5 for a 2-hour CPU one)
+    # network's policy is (play/temperature.py: about 1 for a young network, 1.5 for a 2-hour CPU one)
     policy_temperature: Optional[float] = None
 
 
