@@ -103,14 +103,17 @@ def test_engine_search_player_with_a_node_budget(checkpoint):
         make_player(f"search:{checkpoint}", {"depth": "3"}, rules=rules, dtype="fp32")
 
 
-def test_the_search_players_policy_temperature_is_auto_unless_set_and_the_match_says_which(checkpoint, capsys):
-    arena.main([f"search:{checkpoint}", "greedy", "-a", "nodes=4", "--games", "2", "--in-flight", "2",
-                "--max-plies", "6", "--dtype", "fp32", "--quiet"])
+def test_the_search_players_policy_temperature_is_auto_unless_set_and_the_match_says_which(checkpoint, capsys,
+                                                                                          monkeypatch):
+    from azshogi.play import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "auto_temperature", lambda evaluator, max_batch: 1.37)
+    arena.main([f"search:{checkpoint}", f"search:{checkpoint}", "-a", "nodes=4", "-b", "nodes=4", "-b",
+                "softmax=1.5", "--games", "2", "--in-flight", "2", "--max-plies", "6", "--dtype", "fp32", "--quiet"])
     notes = [line for line in capsys.readouterr().out.splitlines() if "PolicyTemperature" in line]
-    assert len(notes) == 1 and notes[0].endswith("(auto, from its policy)"), notes
-    assert float(notes[0].split()[2]) >= 1.0
-    engine = make_player(f"search:{checkpoint}", {"softmax": "1.5"}, rules=Rules(), dtype="fp32")
-    assert engine.search.policy_temperature == 1.5 and engine.note.endswith("PolicyTemperature 1.5 (set)")
+    name = f"search:{checkpoint.stem}"
+    assert notes == [f"{name}: PolicyTemperature 1.37 (auto, from its policy)",
+                     f"{name}-2: PolicyTemperature 1.5 (set)"], notes
 
 
 class Scripted(Player):

@@ -39,8 +39,12 @@ def scalars(log_dir):
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
-def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path):
+def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path, monkeypatch):
     from torch.utils.tensorboard import SummaryWriter
+
+    from azshogi.play import engine
+
+    monkeypatch.setattr(engine, "auto_temperature", lambda evaluator, max_batch: 1.7)  # the engine's default
 
     cfg = tiny_config(rules=RulesConfig(max_plies=16), eval=EvalConfig(games=2, num_simulations=2, records_saved=1))
     torch.manual_seed(0)
@@ -77,8 +81,9 @@ def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path):
     history = json.loads((tmp_path / "eval" / "ratings.json").read_text())
     assert [h["checkpoint"] for h in history] == [1, 2] and [h["games"] for h in history] == [5, 9]
     assert history[1]["matches"]["previous"]["games"] == 2
-    # the engine's PolicyTemperature auto, as a GUI would get it for this (untrained, flat) network
-    assert [v for _, v in figures["eval/policy_temperature"]] == [h["policy_temperature"] for h in history] == [1, 1]
+    # the engine's PolicyTemperature auto, as a GUI would get it, is what the network played with
+    assert [h["policy_temperature"] for h in history] == [1.7, 1.7]
+    assert [v for _, v in figures["eval/policy_temperature"]] == pytest.approx([1.7, 1.7])
     assert history[1]["rating"] == pytest.approx(second.rating.rating, abs=0.06)
     assert (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0000.csa").exists()
     assert not (tmp_path / "eval" / "ckpt00002" / "previous" / "game-0001.csa").exists()

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 from conftest import FunctionEvaluator, uniform_evaluator
-from play_helpers import UsiSession, make_tiny_checkpoint, tiny_config
+from play_helpers import make_tiny_checkpoint, tiny_config
 
 from azshogi.play.engine import EngineSettings, engine_search
 from azshogi.play.temperature import (
@@ -43,9 +43,9 @@ def test_the_fitted_temperature_reaches_the_target_and_no_lower_one_does():
     rows = [4.0 * rng.standard_normal(rng.integers(30, 120)) for _ in range(200)]  # sharp: well under 2.8 nats
     assert entropies(rows, 1.0).mean() < TARGET_ENTROPY
     t = fitted_temperature(rows)
-    assert 1.0 < t < MAX_TEMPERATURE
-    assert entropies(rows, t).mean() >= TARGET_ENTROPY - 0.01
-    assert entropies(rows, t - 0.02).mean() < TARGET_ENTROPY
+    assert 1.0 < t < MAX_TEMPERATURE and t == round(t, 2)
+    assert entropies(rows, t).mean() >= TARGET_ENTROPY
+    assert entropies(rows, t - 0.01).mean() < TARGET_ENTROPY
 
 
 def test_a_flat_policy_keeps_one_and_a_near_certain_one_is_capped():
@@ -59,6 +59,13 @@ def test_auto_follows_the_networks_sharpness_and_is_the_same_every_time():
     mild, sharp = auto_temperature(sharp_evaluator(1.5)), auto_temperature(sharp_evaluator(2.5))
     assert 1.0 < mild < sharp <= MAX_TEMPERATURE
     assert auto_temperature(sharp_evaluator(2.5), max_batch=5) == sharp  # a smaller batch: the same positions
+
+
+def test_a_network_answering_nan_gets_one_and_no_error():
+    broken = FunctionEvaluator(lambda f1, f2: (np.full((len(f1), 2187), np.nan, np.float32),
+                                               np.full(len(f1), 0.5, np.float32)))
+    assert auto_temperature(broken) == 1.0
+    assert fitted_temperature([np.array([np.nan, 0.0])] * 3) == 1.0
 
 
 @pytest.mark.parametrize("text, value", [("auto", None), (" AUTO ", None), ("1.5", 1.5), ("3", 3.0), (2, 2.0)])
@@ -81,25 +88,32 @@ def test_the_engine_searches_with_auto_by_default_and_with_a_set_value_when_give
         .policy_temperature == 1.0
 
 
-def test_the_usi_engine_says_what_auto_chose_and_takes_auto_back(tmp_path):
+def test_the_usi_engine_picks_auto_once_per_network_and_says_it(tmp_path, monkeypatch):
+    """auto is worked out at the first isready of each loaded network, said in one info string and
+    searched with; a number set instead is searched with, and auto again needs no new sampling."""
+    from azshogi.play import temperature
     from azshogi.play.usi import UsiEngine
 
-    engine = UsiEngine(io.StringIO())
-    engine.cmd_setoption([], "setoption name PolicyTemperature value 2")
-    assert engine.settings().policy_temperature == 2.0
-    engine.cmd_setoption([], "setoption name PolicyTemperature value Auto")
-    assert engine.settings().policy_temperature is None
-    checkpoint = make_tiny_checkpoint(tmp_path / "tiny.pt")
-    session = UsiSession(str(checkpoint), "--option", "Threads=1")
-    try:
-        session.send("usi")
-        assert "option name PolicyTemperature type string default auto" in session.until("usiok", 20)
-        session.send("isready")
-        lines = session.until("readyok", 60)
-        said = [line for line in lines if line.startswith("info string PolicyTemperature auto: ")]
-        assert len(said) == 1 and float(said[0].split()[4]) >= 1.0, lines
-        session.send("setoption name PolicyTemperature value 1.5")
-        session.send("isready")
-        assert not any("PolicyTemperature auto" in line for line in session.until("readyok", 60))
-    finally:
-        session.close()
+    picked = []
+
+    def fake(evaluator, max_batch):
+        picked.append(max_batch)
+        return 1.23 + len(picked) / 100
+
+    monkeypatch.setattr(temperature, "auto_temperature", fake)
+    out = io.StringIO()
+    engine = UsiEngine(out, {"Checkpoint": str(make_tiny_checkpoint(tmp_path / "tiny.pt")), "Threads": "1",
+                             "Dtype": "fp32"})
+    engine.handle("usi")
+    assert "option name PolicyTemperature type string default auto\n" in out.getvalue()
+    engine.handle("isready")
+    assert engine.search.policy_temperature == 1.24 and picked == [8]  # BatchSize positions a forward pass
+    assert out.getvalue().count("info string PolicyTemperature auto: 1.24 (from the network's policy)") == 1
+    for value, searched in (("2", 2.0), ("Auto", 1.24)):
+        engine.handle(f"setoption name PolicyTemperature value {value}")
+        engine.handle("isready")
+        assert engine.search.policy_temperature == searched and picked == [8]
+    engine.handle("setoption name BatchSize value 4")  # the network loaded anew: picked anew
+    engine.handle("isready")
+    assert engine.search.policy_temperature == 1.25 and picked == [8, 4]
+    assert out.getvalue().count("info string PolicyTemperature auto: ") == 2

@@ -74,8 +74,8 @@ def main(argv=None) -> None:
         if players[0].name == players[1].name:
             players[1].name += "-2"
         for player in players:
-            if player.note:
-                print(player.note)
+            if player.note():
+                print(player.note())
         openings = Openings(args.openings, args.seed)
         result = play_match(players[0], players[1], args.games, openings=openings, rules=rules,
                             in_flight=args.in_flight, records_dir=Path(args.records) if args.records else None,
@@ -111,8 +111,8 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
         rungs = [rung(n.strip()) for n in args.rungs.split(",") if n.strip()] if args.rungs else list(RUNGS)
         player = make_player(args.player_a, a_options, rules=rules, max_games=args.in_flight, seed=args.seed * 2,
                              device=args.device, dtype=args.dtype)
-        if player.note:
-            print(player.note)
+        if player.note():
+            print(player.note())
         records = Path(args.records) if args.records else None
 
         def keep(name, opponent, game) -> None:

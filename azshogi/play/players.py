@@ -55,11 +55,14 @@ class Choice:
 
 class Player:
     name = "player"
-    note: Optional[str] = None  # one line a match prints about how the player plays (e.g. a setting it chose)
     rules = Rules()  # the rules of the games it plays (its impasse declarations follow them)
 
     def choose(self, turns: Sequence[Turn]) -> list[Choice]:
         raise NotImplementedError
+
+    def note(self) -> Optional[str]:
+        """One line a match prints about how the player plays (e.g. a setting it chose), or None."""
+        return None
 
     def new_game(self, game: int) -> None:
         """A game is about to start (USI engines get `usinewgame`)."""
@@ -182,9 +185,11 @@ class SearchPlayer(Player):
         self.search = engine_search(evaluator, cfg, settings, max_games)
         self.nodes = settings.nodes or cfg.search.num_simulations
         self.rules, self.resign, self.name = self.search.rules, settings.resign, name
-        chosen = "auto, from its policy" if settings.policy_temperature is None else "set"
-        self.note = f"{name}: PolicyTemperature {self.search.policy_temperature:g} ({chosen})"
+        self.chosen = "auto, from its policy" if settings.policy_temperature is None else "set"
         self.trees: dict[int, int] = {}  # game -> its tree in the search
+
+    def note(self) -> str:
+        return f"{self.name}: PolicyTemperature {self.search.policy_temperature:g} ({self.chosen})"
 
     def new_game(self, game: int) -> None:
         self.end_game(game)

@@ -7,8 +7,9 @@ moves (2.2 nats), won 51-56% against Skill Level 0 at T = 1.5 where they won 42%
 24-minute checkpoint, flatter already (2.7 nats), lost 9-19 points at T = 3 and did best at 1.
 
 "auto" reads the network once: it plays `SAMPLE_GAMES` games against itself from the start
-position by sampling its own policy (no search; a fixed seed, so one network always gets the same
-T), collects the legal moves' logits in the positions from ply `FROM_PLY` on, and takes the
+position by sampling its own policy (no search; a fixed seed, so a network gets the same T each
+time on the same device, precision and batch size; bf16's rounding may move it by a hundredth),
+collects the legal moves' logits in the positions from ply `FROM_PLY` on, and takes the
 smallest T >= 1 at which the mean entropy of the priors over those positions reaches
 `TARGET_ENTROPY` (at most `MAX_TEMPERATURE`). A policy flatter than that keeps T = 1.
 """
@@ -52,13 +53,13 @@ def sample_logits(evaluator, games: int = SAMPLE_GAMES, plies: int = SAMPLE_PLIE
     rng = np.random.default_rng(seed)
     boards = [cshogi.Board() for _ in range(games)]
     rows: list[np.ndarray] = []
+    batch: LeafBatch = evaluator.allocate(min(max_batch, games))
     for ply in range(plies):
         boards = [b for b in boards if not b.is_game_over()]
         if not boards:
             break
         for start in range(0, len(boards), max_batch):
             chunk = boards[start:start + max_batch]
-            batch: LeafBatch = evaluator.allocate(len(chunk))
             batch.clear()
             moves = [list(b.legal_moves) for b in chunk]
             for board, legal in zip(chunk, moves):
@@ -69,6 +70,9 @@ def sample_logits(evaluator, games: int = SAMPLE_GAMES, plies: int = SAMPLE_PLIE
             for board, legal in zip(chunk, moves):
                 row = logits[offset:offset + len(legal)].astype(np.float64)
                 offset += len(legal)
+                if not np.isfinite(row).all():  # a broken network's row: no prior to measure, a move at random
+                    board.push(legal[rng.integers(len(legal))])
+                    continue
                 if ply >= from_ply:
                     rows.append(row)
                 policy = masked_softmax(row[None])[0]
@@ -92,18 +96,23 @@ def entropies(rows: list[np.ndarray], temperature: float) -> np.ndarray:
 
 def fitted_temperature(rows: list[np.ndarray], target: float = TARGET_ENTROPY,
                        high: float = MAX_TEMPERATURE) -> float:
-    """The smallest T in [1, high] whose mean entropy over `rows` reaches `target` (1 when T = 1
-    reaches it, `high` when even `high` does not), to two decimals. A tempered softmax's entropy
-    grows with T, so bisection finds it."""
-    if not rows or entropies(rows, 1.0).mean() >= target:
+    """The smallest T in hundredths within [1, high] whose mean entropy over `rows` reaches
+    `target` (1 when T = 1 reaches it, `high` when even `high` does not). A tempered softmax's
+    entropy grows with T, so a bisection over the hundredths finds it."""
+
+    def reaches(hundredths: int) -> bool:
+        return bool(entropies(rows, hundredths / 100).mean() >= target)
+
+    rows = [row for row in rows if np.isfinite(row).all()]  # a broken network's rows say nothing
+    low, top = 100, int(round(high * 100))  # reaches(top) or top is the cap; not reaches(low) past the first test
+    if not rows or reaches(low):
         return 1.0
-    if entropies(rows, high).mean() < target:
-        return high
-    low, top = 1.0, high
-    while top - low > 0.005:
-        middle = (low + top) / 2
-        low, top = (middle, top) if entropies(rows, middle).mean() < target else (low, middle)
-    return round(top, 2)
+    if not reaches(top):
+        return top / 100
+    while top - low > 1:
+        middle = (low + top) // 2
+        low, top = (low, middle) if reaches(middle) else (middle, top)
+    return top / 100
 
 
 def auto_temperature(evaluator, max_batch: int = SAMPLE_GAMES) -> float:

@@ -6,8 +6,8 @@ itself by sampling its own policy (from the start position; positions from ply 1
 
 Per temperature: the mean prior of the policy's first move, the mean entropy over the legal
 moves, and the median number of moves that hold 90% of the prior mass; then the temperature the
-engine's PolicyTemperature auto picks (play/temperature.py: the same positions with the default
---games and --plies).
+engine's PolicyTemperature auto picks (play/temperature.py: from its own 32 games of 80 plies,
+whatever --games and --plies say, in fp32).
 """
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ import numpy as np
 import torch
 
 from azshogi.play.models import model_evaluator
-from azshogi.play.temperature import entropies, fitted_temperature, sample_logits
+from azshogi.play.temperature import auto_temperature, entropies, sample_logits
 from azshogi.search.tree import masked_softmax
 
 
 def spread(path: str, temperatures: list[float], games: int, plies: int, seed: int = 0) -> dict:
     """{temperature: (top-1 prior, entropy in nats, moves holding 90%) per position}, the legal
-    moves' counts under the key "legal", and PolicyTemperature auto's choice under "auto"."""
+    moves' counts under the key "legal", and PolicyTemperature auto's choice (fp32) under "auto"."""
     evaluator, _ = model_evaluator(path, "cpu", "fp32", max_batch=games)
     rows = sample_logits(evaluator, games, plies, seed=seed, max_batch=games)
-    out: dict = {"legal": [len(row) for row in rows], "auto": fitted_temperature(rows)}
+    out: dict = {"legal": [len(row) for row in rows], "auto": auto_temperature(evaluator, max_batch=games)}
     for t in temperatures:
         priors = [masked_softmax(row / t) for row in rows]  # the engine's priors at PolicyTemperature t
         held = [int(np.searchsorted(np.cumsum(np.sort(p)[::-1]), 0.9)) + 1 for p in priors]
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
             a = np.array(result[t])
             print(f"  PolicyTemperature {t:g}: top-1 prior {a[:, 0].mean():.3f}, entropy {a[:, 1].mean():.2f} nats, "
                   f"{np.median(a[:, 2]):.0f} moves hold 90% (median)")
-        print(f"  PolicyTemperature auto: {result['auto']:g}")
+        print(f"  PolicyTemperature auto (its own 32 games, in fp32): {result['auto']:g}")
 
 
 if __name__ == "__main__":
