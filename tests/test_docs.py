@@ -243,7 +243,7 @@ def _spread_printed(folder: Path, output: str) -> None:
     """policy_spread.py printed each checkpoint's spread at each temperature asked, and auto's choice."""
     assert output.count("PolicyTemperature 1:") == 3 and output.count("PolicyTemperature 3:") == 3, output[-2000:]
     assert "moves hold 90%" in output
-    assert output.count("PolicyTemperature auto (its own 32 games, in fp32): ") == 3, output[-2000:]
+    assert output.count("PolicyTemperature auto (its own 16 games, in fp32): ") == 3, output[-2000:]
 
 
 def _cluster_measured(folder: Path, output: str) -> None:

@@ -6,7 +6,7 @@ itself by sampling its own policy (from the start position; positions from ply 1
 
 Per temperature: the mean prior of the policy's first move, the mean entropy over the legal
 moves, and the median number of moves that hold 90% of the prior mass; then the temperature the
-engine's PolicyTemperature auto picks (play/temperature.py: from its own 32 games of 80 plies,
+engine's PolicyTemperature auto picks (play/temperature.py: from its own 16 games of 80 plies,
 whatever --games and --plies say, in fp32).
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
             a = np.array(result[t])
             print(f"  PolicyTemperature {t:g}: top-1 prior {a[:, 0].mean():.3f}, entropy {a[:, 1].mean():.2f} nats, "
                   f"{np.median(a[:, 2]):.0f} moves hold 90% (median)")
-        print(f"  PolicyTemperature auto (its own 32 games, in fp32): {result['auto']:g}")
+        print(f"  PolicyTemperature auto (its own 16 games, in fp32): {result['auto']:g}")
 
 
 if __name__ == "__main__":
