@@ -239,11 +239,11 @@ def _network_plays(path: Path, checkpoint: Path) -> None:
     assert set(torch.load(path, weights_only=True)) == {"model", "config"}
 
 
-def _spread_printed(folder: Path, output: str) -> None:
+def _spread_printed(folder: Path, output: str, checkpoints: int = 3) -> None:
     """policy_spread.py printed each checkpoint's spread at each temperature asked, and auto's choice."""
-    assert output.count("PolicyTemperature 1:") == 3 and output.count("PolicyTemperature 3:") == 3, output[-2000:]
+    assert output.count("PolicyTemperature 1:") == checkpoints == output.count("PolicyTemperature 3:"), output[-2000:]
     assert "moves hold 90%" in output
-    assert output.count("PolicyTemperature auto (its own 16 games, in fp32): ") == 3, output[-2000:]
+    assert output.count("PolicyTemperature auto (its own 16 games, in fp32): ") == checkpoints, output[-2000:]
 
 
 def _cluster_measured(folder: Path, output: str) -> None:
@@ -323,6 +323,8 @@ KNOBS = (*(("l1", "ckpt-00141.pt", "sf0", 192, option)
          *(("l3", "ckpt-00042.pt", "sf-5", 192, f"softmax={t}") for t in ("3", "1")))
 # the H100's run of +experiment=gpu (docs/tools/gpu_check.sh): its networks that played greedy here
 GPU_CHECK = tuple(("h100a", f"gpu-check-ckpt-{n:05d}.pt") for n in (6, 15))
+# the third seed of the 2-hour preset (l11), PolicyTemperature auto's test: the checkpoints its spread reads
+AUTO_SEED = tuple(("l11", f"ckpt-{n:05d}.pt") for n in (42, 60, 80, 100, 120, 141))
 # and the CPU preset with 512 games in flight (s1, s2): run, seed, checkpoints
 IN_FLIGHT = (("s1", 2, 42), ("s2", 1, 41))
 STRENGTH_RUN = Check("trains for 30 minutes")
@@ -612,6 +614,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/policy_spread.py checkpoints/l1/ckpt-00141.pt checkpoints/l3/ckpt-00141.pt "
     "checkpoints/l3/ckpt-00042.pt": Run(("--games", "2", "--plies", "14", "--temperatures", "1", "3"),
                                         then=_spread_printed),
+    # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
+    "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
+    "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
+    "python docs/tools/policy_spread.py "
+    + " ".join(f"checkpoints/{run}/{name}" for run, name in AUTO_SEED):
+        Run(("--games", "2", "--plies", "14", "--temperatures", "1", "3"),
+            then=functools.partial(_spread_printed, checkpoints=6)),
+    **dict(_ladder_match("l11", name, rungs, nodes, *options) for name, rungs, nodes, options in (
+        ("ckpt-00141.pt", "sf0", 192, ()), ("ckpt-00141.pt", "sf0", 192, ("softmax=1",)),
+        ("ckpt-00042.pt", "greedy,sf-5", 64, ()))),
     "azshogi-arena gumbel:checkpoints/d3/ckpt-00141.pt ladder --rungs sf0 --games 100 --in-flight 100 "
     "-a simulations=64 -a considered=16 --quiet":
         Run(ARENA + ("-a", "simulations=2", "-a", "considered=2"), needs="fairy-stockfish",
@@ -735,7 +747,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
-         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT))
+         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
