@@ -88,10 +88,14 @@ def _padded(rows: list[np.ndarray]) -> np.ndarray:
     return out
 
 
+def _entropies(padded: np.ndarray, temperature: float) -> np.ndarray:
+    p = masked_softmax(padded / temperature)
+    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1)
+
+
 def entropies(rows: list[np.ndarray], temperature: float) -> np.ndarray:
     """The entropy in nats of softmax(row / temperature) for each row."""
-    p = masked_softmax(_padded(rows) / temperature)
-    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1)
+    return _entropies(_padded(rows), temperature)
 
 
 def fitted_temperature(rows: list[np.ndarray], target: float = TARGET_ENTROPY,
@@ -100,12 +104,16 @@ def fitted_temperature(rows: list[np.ndarray], target: float = TARGET_ENTROPY,
     `target` (1 when T = 1 reaches it, `high` when even `high` does not). A tempered softmax's
     entropy grows with T, so a bisection over the hundredths finds it."""
 
-    def reaches(hundredths: int) -> bool:
-        return bool(entropies(rows, hundredths / 100).mean() >= target)
-
     rows = [row for row in rows if np.isfinite(row).all()]  # a broken network's rows say nothing
+    if not rows:
+        return 1.0
+    padded = _padded(rows)  # once for every step of the bisection
+
+    def reaches(hundredths: int) -> bool:
+        return bool(_entropies(padded, hundredths / 100).mean() >= target)
+
     low, top = 100, int(round(high * 100))  # reaches(top) or top is the cap; not reaches(low) past the first test
-    if not rows or reaches(low):
+    if reaches(low):
         return 1.0
     if not reaches(top):
         return top / 100
