@@ -614,6 +614,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/policy_spread.py checkpoints/l1/ckpt-00141.pt checkpoints/l3/ckpt-00141.pt "
     "checkpoints/l3/ckpt-00042.pt": Run(("--games", "2", "--plies", "14", "--temperatures", "1", "3"),
                                         then=_spread_printed),
+    **{f"time (printf 'isready\\nquit\\n' | azshogi-usi checkpoints/l11/ckpt-00141.pt --option "
+       f"PolicyTemperature={t} > /dev/null)": Skip("times the USI engine's start (a shell pipeline); "
+                                                  "tests/test_policy_temperature.py covers auto at isready")
+       for t in ("auto", "1")},
     # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
     "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
