@@ -3,10 +3,11 @@
 #   bash docs/tools/gpu_check.sh OUT_DIR [SECONDS]
 # in this order, in OUT_DIR/report.txt: the machine; the CUDA tests (tests/test_cuda.py, which the
 # CPU suite skips); the USI engine's NPS at 10x192 and BatchSize 256; self-play's speed with
-# +experiment=gpu's settings; then `azshogi +experiment=gpu run=gpu-check` (train.txt) until SECONDS after
-# the start (default 540) less a minute for what follows, Ctrl-C'd, and the networks of four of its
-# checkpoints, spread over the run (gpu-check-ckpt-NNNNN.pt, azshogi-export network), and the run's
-# log folder (logs.tgz) for matches and TensorBoard elsewhere. A step that fails or runs out its
+# +experiment=gpu's settings; then, through docs/tools/gpu_train.sh, `azshogi +experiment=gpu
+# run=gpu-check` (gpu-check-train.txt) until SECONDS after the start (default 540) less a minute for
+# what follows, Ctrl-C'd, and the networks of four of its checkpoints, spread over the run
+# (gpu-check-networks.tar), and the run's log folder (gpu-check-logs.tgz) for matches and
+# TensorBoard elsewhere. A step that fails or runs out its
 # time is noted in its file and the next one runs.
 # GPU_CHECK_DEVICE=cpu GPU_CHECK_EXTRA="model=small ..." make a dry run on a CPU; PYTHON picks the
 # interpreter (default python3, with azshogi installed: `pip install -e .`; from a bare copy of the
@@ -53,26 +54,8 @@ for f in machine cuda_tests usi_bench selfplay_bench; do cat "$out/$f.txt"; echo
 
 left=$(( start + budget - 60 - $(date +%s) ))
 if [ "$left" -gt 30 ]; then
-  rm -rf "checkpoints/$run" "logs/$run"
-  step train.txt "$left" "$py" -m azshogi.commands.train +experiment=gpu device="$device" run=$run \
-    loop.keep_checkpoints=1000 eval.every=0 $extra
+  PYTHON="$py" GPU_TRAIN_DEVICE="$device" bash "$(dirname "$0")/gpu_train.sh" "$out" "$left" $run +experiment=gpu $extra
 else
-  echo "no time left to train ($left s)" | tee "$out/train.txt"
+  echo "no time left to train ($left s)" | tee "$out/$run-train.txt"
 fi
-
-# four checkpoints spread over the run, the last among them: their networks alone
-"$py" - "$run" "$out" <<'EOF' 2>&1 | tee -a "$out/train.txt"
-import sys
-from pathlib import Path
-from azshogi.commands.export import export_network
-from azshogi.formats.checkpoint import list_checkpoints
-
-run, out = sys.argv[1], Path(sys.argv[2])
-full = [p for p in list_checkpoints(Path("checkpoints") / run) if "partial" not in p.name]
-picked = sorted({full[round(i * (len(full) - 1) / 3)] for i in range(4)}) if full else []
-for path in picked:
-    print("network of", path, "->", export_network(path, out / f"{run}-{path.name}"))
-print(f"{len(full)} checkpoints in checkpoints/{run}")
-EOF
-tar czf "$out/logs.tgz" "logs/$run" 2>/dev/null
 echo "done after $(( $(date +%s) - start )) s"
