@@ -321,10 +321,11 @@ KNOBS = (*(("l1", "ckpt-00141.pt", "sf0", 192, option)
          ("l1", "ckpt-00141.pt", "sf0", 64, "softmax=1.5"),
          *(("l3", "ckpt-00042.pt", "greedy,sf-5", 64, f"softmax={t}") for t in ("1", "3")),
          *(("l3", "ckpt-00042.pt", "sf-5", 192, f"softmax={t}") for t in ("3", "1")))
-# the H100's run of +experiment=gpu (docs/tools/gpu_check.sh): its networks that played greedy here
+# the H100's run of the GPU preset of 2026-11-26 (docs/tools/gpu_check.sh): its networks that played greedy here
 GPU_CHECK = tuple(("h100a", f"gpu-check-ckpt-{n:05d}.pt") for n in (6, 15))
-# the CPU preset trained on the H100 (g1, docs/tools/gpu_train.sh): its networks that played here
+# the CPU preset trained on the H100 (g1, docs/tools/gpu_train.sh): its networks that played here; its CPU twin
 GPU_CPU_PRESET = tuple(("g1", f"ckpt-{n:05d}.pt") for n in (20, 42, 58))
+GPU_TWIN = ("l12", "ckpt-00042.pt")
 # the third seed of the 2-hour preset (l11), PolicyTemperature auto's test: the checkpoints its spread reads
 AUTO_SEED = tuple(("l11", f"ckpt-{n:05d}.pt") for n in (42, 60, 80, 100, 120, 141))
 # and the CPU preset with 512 games in flight (s1, s2): run, seed, checkpoints
@@ -402,6 +403,12 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Check(NEEDS_CUDA),
     "azshogi-bench +experiment=cpu device=cuda selfplay.num_actors=A bench.seconds=8 bench.warmup_seconds=4 "
     "bench.repeats=1": Check(NEEDS_CUDA, (A,)),
+    "python docs/tools/train_step_split.py checkpoints/l12/ckpt-00042.pt --steps 50 --rounds 3":
+        Skip("needs a run's checkpoint with its replay store; tests/test_train_step_split.py runs the tool on a "
+             "tiny run's"),
+    "python docs/tools/train_step_split.py CHECKPOINT --device cuda":
+        Skip("needs CUDA and a run's checkpoint with its replay store; tests/test_train_step_split.py runs the tool "
+             "on a tiny run's on the CPU"),
     "for W in 0 4 8 15; do for A in 512 1024 2048 4096; do": Skip("the shell's loop around the command below"),
     "azshogi-bench device=cuda model=large selfplay.num_workers=$W selfplay.num_actors=$A bench.seconds=20":
         Check(NEEDS_CUDA, (("$W", "4"), ("$A", "512"))),
@@ -631,6 +638,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-arena search:checkpoints/g1/ckpt-00020.pt greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
         Run(ARENA + ("-a", "nodes=2")),
     **dict(_ladder_match("g1", name, "greedy,sf-5") for _, name in GPU_CPU_PRESET[1:]),
+    "azshogi +experiment=cpu train.mirror=true seed=5 run=l12 loop.max_checkpoints=42 eval.every=0 "
+    "loop.keep_checkpoints=100": STRENGTH_RUN,
+    **dict([_ladder_match(*GPU_TWIN, "greedy,sf-5")]),
     # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
     "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
@@ -764,7 +774,7 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
-         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET)
+         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:

@@ -54,7 +54,7 @@ for f in machine cuda_tests usi_bench selfplay_bench; do cat "$out/$f.txt"; echo
 
 left=$(( start + budget - 60 - $(date +%s) ))
 if [ "$left" -gt 30 ]; then
-  PYTHON="$py" GPU_TRAIN_DEVICE="$device" bash "$(dirname "$0")/gpu_train.sh" "$out" "$left" $run +experiment=gpu $extra
+  PYTHON="$py" GPU_TRAIN_DEVICE="$device" GPU_TRAIN_FRESH=1 bash "$(dirname "$0")/gpu_train.sh" "$out" "$left" $run +experiment=gpu $extra
 else
   echo "no time left to train ($left s)" | tee "$out/$run-train.txt"
 fi

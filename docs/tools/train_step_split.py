@@ -14,7 +14,8 @@ step (train/loop.py `train_phase`):
 
 and prints each part's median in ms a step over the rounds, and the share of `both` that the
 assembly is. On a GPU, a large share says the GPU waits for the CPU between steps. The network
-trains from the checkpoint's weights with a fresh optimizer; nothing is written.
+trains from the checkpoint's weights with a fresh optimizer (and, on CUDA, a fresh loss scaler,
+whose first steps may be skipped: it says how many); nothing is written.
 """
 from __future__ import annotations
 
@@ -57,9 +58,12 @@ def main(argv=None) -> None:
     device = torch.device(args.device)
 
     state = ckpt.load(args.checkpoint)
+    if "format" not in state:
+        raise SystemExit(f"{args.checkpoint}: a network alone (azshogi-export network), with no replay window: "
+                         "give a checkpoint of the run")
     model, cfg = model_of(state, args.checkpoint, device)
-    window = state.get("replay")
-    if not window or int(window["end"]) <= int(window["begin"]):
+    window = ckpt.split(state, args.checkpoint).replay
+    if int(window["end"]) <= int(window["begin"]):
         raise SystemExit(f"{args.checkpoint}: its replay window is empty")
     buffer = ReplayBuffer(cfg.replay.capacity)
     StoredReplay(buffer, ReplayStore(replay_store_of(args.checkpoint))).restore(window, args.checkpoint)
@@ -87,6 +91,8 @@ def main(argv=None) -> None:
     for name, value in median.items():
         print(f"{name:>9} {value:8.2f} ms a step   (rounds: {', '.join(f'{v:.2f}' for v in times[name])})")
     print(f"the assembly is {median['assemble'] / median['both']:.0%} of a step as the loop takes it")
+    if trainer.skipped:  # a fresh fp16 scaler skips its first steps on CUDA (cheaper ones)
+        print(f"{trainer.skipped} of {trainer.step_count} steps were skipped (the loss scaler settling)")
 
 
 if __name__ == "__main__":
