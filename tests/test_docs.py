@@ -641,6 +641,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu train.mirror=true seed=5 run=l12 loop.max_checkpoints=42 eval.every=0 "
     "loop.keep_checkpoints=100": STRENGTH_RUN,
     **dict([_ladder_match(*GPU_TWIN, "greedy,sf-5")]),
+    "azshogi-arena search:checkpoints/l12/ckpt-00042.pt greedy --games 100 --in-flight 100 -a nodes=64 -a softmax=1 "
+    "--quiet": Run(ARENA + ("-a", "nodes=2")),
     # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
     "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
