@@ -616,7 +616,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(run, name, rungs, nodes, option) for run, name, rungs, nodes, option in KNOBS),
     **{f"azshogi-arena search:checkpoints/{run}/{name} greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
        Run(ARENA + ("-a", "nodes=2")) for run, name in
-       (*GPU_CHECK, *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT))},
+       (*GPU_CHECK, *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), GPU_CPU_PRESET[0])},
     **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints={last} eval.every=0 "
        "loop.keep_checkpoints=100 selfplay.num_actors=512": STRENGTH_RUN for run, seed, last in IN_FLIGHT},
     'azshogi-bench usi checkpoints/l1/ckpt-00141.pt --go "movetime 100" --option Threads=1 --engine t1 '
@@ -629,20 +629,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        f"PolicyTemperature={t} > /dev/null)": Skip("times the USI engine's start (a shell pipeline); "
                                                   "tests/test_policy_temperature.py covers auto at isready")
        for t in ("auto", "1")},
-    "azshogi-arena search:checkpoints/l11/ckpt-00042.pt greedy --games 100 --in-flight 100 -a nodes=64 -a softmax=1 "
-    "--quiet": Run(ARENA + ("-a", "nodes=2")),
     # the CPU preset on an H100 (g1)
     "GPU_TRAIN_EVERY=7 bash docs/tools/gpu_train.sh out 515 g1 +experiment=cpu train.mirror=true seed=5 "
     "selfplay.num_actors=512": Skip("needs a CUDA GPU and 9 minutes; tests/test_gpu_train_tool.py runs the tool "
                                     "dry on the CPU"),
-    "azshogi-arena search:checkpoints/g1/ckpt-00020.pt greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
-        Run(ARENA + ("-a", "nodes=2")),
-    **dict(_ladder_match("g1", name, "greedy,sf-5") for _, name in GPU_CPU_PRESET[1:]),
+    **dict(_ladder_match(run, name, "greedy,sf-5") for run, name in (*GPU_CPU_PRESET[1:], GPU_TWIN)),
     "azshogi +experiment=cpu train.mirror=true seed=5 run=l12 loop.max_checkpoints=42 eval.every=0 "
     "loop.keep_checkpoints=100": STRENGTH_RUN,
-    **dict([_ladder_match(*GPU_TWIN, "greedy,sf-5")]),
-    "azshogi-arena search:checkpoints/l12/ckpt-00042.pt greedy --games 100 --in-flight 100 -a nodes=64 -a softmax=1 "
-    "--quiet": Run(ARENA + ("-a", "nodes=2")),
+    # the 30-minute checkpoints of l11 and l12 at T = 1
+    **{f"azshogi-arena search:checkpoints/{run}/ckpt-00042.pt greedy --games 100 --in-flight 100 -a nodes=64 "
+       "-a softmax=1 --quiet": Run(ARENA + ("-a", "nodes=2")) for run in ("l11", "l12")},
     # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
     "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
