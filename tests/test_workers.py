@@ -17,16 +17,10 @@ from conftest import TINY, games_in_progress, replay_window
 
 from azshogi.formats import checkpoint as ckpt
 from azshogi.nn.evaluator import LocalEvaluator
-from azshogi.nn.leaf_network import DeviceRunner, InstantNetwork
+from azshogi.nn.leaf_network import DeviceRunner, StandInNetwork
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.server import (
-    SHM_PREFIX,
-    ClientEvaluator,
-    InferenceServer,
-    ServerGone,
-    WorkerError,
-)
-from azshogi.selfplay.workers import shares
+from azshogi.selfplay.server import SHM_PREFIX, ClientEvaluator, InferenceServer, ServerGone
+from azshogi.selfplay.workers import WorkerError, shares
 from azshogi.train.bench import fill, sample_positions
 from azshogi.train.loop import build_components, train
 
@@ -151,7 +145,7 @@ class SlowNetwork:
     """The instant network, made to take a while (a batch in flight when Ctrl-C comes)."""
 
     def __init__(self):
-        self.inner = InstantNetwork(torch.device("cpu"))
+        self.inner = StandInNetwork(torch.device("cpu"))
         self.wire = self.inner.wire
 
     def __call__(self, *args):
@@ -185,21 +179,32 @@ def test_ctrl_c_during_a_batch_stops_cleanly(tiny_net):
 
 
 def test_a_search_through_the_server_plays_as_in_process(tiny_config):
-    """One worker sends exactly the batches the in-process search evaluates, so with the same
-    seed both play the same moves with the same root values."""
+    """A worker's groups evaluate through the server what the in-process search evaluates
+    directly, so with the same seed every game plays the same moves with the same root values,
+    whether a worker keeps one group of games or two (each game has its own random stream, and
+    game ids interleave over the groups, so the same ids start). What differs: workers play on
+    while the main process decides to pause, so a game through the server may be a move or two
+    further on; its first moves are the in-process game's."""
     games = []
-    for workers in (0, 1):
-        parts = build_components(tiny_config(f"selfplay.num_workers={workers}", "rules.max_plies=200", "device=cpu"))
+    for workers, groups in ((0, 1), (1, 1), (1, 2)):
+        parts = build_components(tiny_config(f"selfplay.num_workers={workers}", f"selfplay.worker_groups={groups}",
+                                             "rules.max_plies=200", "device=cpu"))
         try:
             selfplay = parts.selfplay
+            assert getattr(selfplay, "clients", 1) == workers * groups or workers == 0
             list(selfplay.play(until=lambda selfplay=selfplay: selfplay.counters().moves >= 6 * 12))
-            games.append(games_in_progress(parts.selfplay.state_dict()))
+            games.append({g["game_id"]: g for g in games_in_progress(parts.selfplay.state_dict())})
         finally:
             parts.selfplay.close()
-    in_process, served = games
-    assert [g["moves"] for g in in_process] == [g["moves"] for g in served]
-    assert [g["root_values"] for g in in_process] == [g["root_values"] for g in served]
-    assert all(len(g["moves"]) >= 10 for g in served)
+    in_process = games[0]
+    assert sorted(in_process) == list(range(6)) and all(len(g["moves"]) == 12 for g in in_process.values())
+    for served in games[1:]:
+        assert served.keys() == in_process.keys()
+        for game_id, game in in_process.items():
+            further = served[game_id]
+            assert 12 <= len(further["moves"]) <= 14
+            assert further["moves"][:12] == game["moves"]
+            np.testing.assert_allclose(further["root_values"][:12], game["root_values"], atol=1e-5)
 
 
 def test_actors_are_shared_out_evenly():

@@ -21,7 +21,7 @@ from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
 from azshogi.formats.paths import RunPaths
 from azshogi.selfplay.cluster import ClusterError
-from azshogi.selfplay.server import WorkerError
+from azshogi.selfplay.workers import WorkerError
 from azshogi.train.trainer import TrainingDiverged
 
 if TYPE_CHECKING:

@@ -131,7 +131,7 @@ class SelfPlayNode:
     """One node's self-play: local_driver's, around the node's own copy of the network (a Ray
     actor; its methods are called one at a time, in order)."""
 
-    def __init__(self, plain_config: dict, first_game_id: int, instant: bool = False):
+    def __init__(self, plain_config: dict, first_game_id: int, stand_in: Optional[float] = None):
         try:  # Ctrl-C at the main process's terminal is the main process's to handle
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         except ValueError:  # not the main thread
@@ -141,7 +141,7 @@ class SelfPlayNode:
         cfg, self.note = resolve_selfplay(cfg, self.device.type, machine_cores())
         torch.manual_seed(cfg.seed)
         self.model = from_config(cfg.model).to(self.device)
-        self.evaluator = make_evaluator(self.model, self.device, cfg.inference, server_batch(cfg), instant)
+        self.evaluator = make_evaluator(self.model, self.device, cfg.inference, server_batch(cfg), stand_in)
         self.driver = local_driver(cfg, self.evaluator, first_game_id)
         self.games = cfg.selfplay.num_actors
         self.version = -1
@@ -204,8 +204,9 @@ class ClusterSelfPlay:
     weights version (its training steps); `model` the learner's network, sent to the nodes
     whenever the version changes."""
 
-    def __init__(self, cfg: Config, model: torch.nn.Module, version: Callable[[], int], instant: bool = False):
-        self.cfg, self.cluster, self.model, self.version, self.instant = cfg, cfg.cluster, model, version, instant
+    def __init__(self, cfg: Config, model: torch.nn.Module, version: Callable[[], int],
+                 stand_in: Optional[float] = None):
+        self.cfg, self.cluster, self.model, self.version, self.stand_in = cfg, cfg.cluster, model, version, stand_in
         self.processes = self.cluster.nodes  # until the nodes say how many processes each searches with
         self.nodes: list[Node] = []  # every node started, the lost ones included (their totals count)
         self.next_game_id = 0  # the first id of the next node's range
@@ -380,7 +381,7 @@ class ClusterSelfPlay:
         started = []
         for slot in slots:
             first, self.next_game_id = self.next_game_id, self.next_game_id + GAME_ID_RANGE
-            handle = remote.remote(self._plain, first, self.instant)
+            handle = remote.remote(self._plain, first, self.stand_in)
             started.append(Node(slot, handle, first))
         refs = [node.handle.describe.remote() for node in started]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.cluster.start_timeout_s)

@@ -35,6 +35,7 @@ class SelfPlayTotals:
     simulator_seconds: float = 0.0  # inside the searches, waiting for evaluations included
     leaf_seconds: float = 0.0  # of which: rules, legal moves and features at the leaves
     wait_seconds: float = 0.0  # of which: waiting for evaluations (in process: the forward passes)
+    idle_seconds: float = 0.0  # a worker's wall time with all its groups waiting for evaluations (workers only)
 
     def __sub__(self, other: "SelfPlayTotals") -> "SelfPlayTotals":
         return SelfPlayTotals(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
@@ -125,10 +126,22 @@ def leaves_per_actor(cfg: "Config") -> int:
     return cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
 
 
+def groups_per_worker(num_actors: int, num_workers: int, worker_groups: int) -> int:
+    """The groups of games each worker keeps: selfplay.worker_groups, at most the games of the
+    smallest worker."""
+    return max(1, min(worker_groups, num_actors // num_workers))
+
+
 def selfplay_batch(cfg: "Config") -> int:
-    """Positions in a self-play forward pass: the leaves of every actor of a search group."""
-    group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
-    return group * leaves_per_actor(cfg)
+    """Positions in a self-play forward pass: the leaves of the games searched together between
+    two forward passes — all of them, or a G-th with G groups taking turns (in process: the
+    search threads; with workers: each worker's groups, whose requests the server gathers)."""
+    sp = cfg.selfplay
+    if sp.num_workers > 0:
+        groups = groups_per_worker(sp.num_actors, sp.num_workers, sp.worker_groups)
+    else:
+        groups = sp.search_threads
+    return -(-sp.num_actors // groups) * leaves_per_actor(cfg)
 
 
 def server_batch(cfg: "Config") -> int:
@@ -164,4 +177,5 @@ def local_driver(cfg: "Config", evaluator: "LocalEvaluator", first_game_id: int 
                                           first_game_id, playout_cap=cap))
     return WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
                           cfg.replay.min_policy_prob, rows_per_actor=leaves_per_actor(cfg), max_batch=server_batch(cfg),
-                          wait_s=sp.server_wait_ms / 1000, playout_cap=cap, first_game_id=first_game_id)
+                          wait_s=sp.server_wait_ms / 1000, playout_cap=cap, first_game_id=first_game_id,
+                          groups=sp.worker_groups)

@@ -68,29 +68,30 @@ class Components:
         return self.run_state.model
 
 
-def build_components(cfg: Config, instant: bool = False) -> Components:
+def build_components(cfg: Config, stand_in: Optional[float] = None) -> Components:
     """Seeds every random stream from cfg.seed and builds the run state (model, trainer), the
     evaluator and self-play (in process, or in `selfplay.num_workers` worker processes, or on
     the nodes of a Ray cluster with cluster.backend=ray; processes start on first use).
-    instant: the evaluator answers without the network (azshogi-bench's instant mode)."""
+    stand_in: the evaluator answers without the network, after this many seconds (azshogi-bench's
+    instant and delay modes)."""
     device = resolve_device(cfg.device)
     given = cfg
     cfg, note = resolve_selfplay(cfg, device.type, machine_cores())
     run_state = RunState(cfg, device)
-    evaluator = make_evaluator(run_state.model, device, cfg.inference, server_batch(cfg), instant)
-    selfplay, driver_note = selfplay_driver(given, cfg, run_state, evaluator, instant)
+    evaluator = make_evaluator(run_state.model, device, cfg.inference, server_batch(cfg), stand_in)
+    selfplay, driver_note = selfplay_driver(given, cfg, run_state, evaluator, stand_in)
     return Components(device, run_state, evaluator, selfplay, cfg, driver_note or note, given)
 
 
 def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: LocalEvaluator,
-                    instant: bool) -> tuple[SelfPlayDriver, str]:
+                    stand_in: Optional[float]) -> tuple[SelfPlayDriver, str]:
     """Self-play for these settings (`given` as the user gave them, `cfg` resolved for this
     machine): on the nodes of a Ray cluster, else in process or worker processes; with what it
     says of itself."""
     if cfg.cluster.backend == ClusterBackend.ray:
         from azshogi.selfplay.cluster import ClusterSelfPlay
 
-        cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, instant)
+        cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, stand_in)
         return cluster, cluster.note
     return local_driver(cfg, evaluator), ""
 
@@ -215,6 +216,7 @@ class Loop:
                         break
                     c.in_training = True  # 2: pause; the games in progress stay in self.selfplay
                 train_stats = self.train_phase()  # 3
+                self.evaluator.refresh()  # self-play's weights: folded and cast once per version
                 if self.stop_requested:
                     break
                 self.finish_checkpoint(selfplay_stats, train_stats)  # 4, then 5: loop again
@@ -311,7 +313,7 @@ class Loop:
             games = self.selfplay.state_dict()
         self.selfplay.close()
         self.selfplay, _ = selfplay_driver(search_at(self.given, self.counters.checkpoints), cfg, self.run_state,
-                                           self.evaluator, instant=False)
+                                           self.evaluator, stand_in=None)
         self.selfplay.load_state_dict(games)
         self.selfplay_search = cfg.search
         return True
