@@ -361,3 +361,19 @@ def test_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
     assert proc.returncode == 2, err
     assert "azshogi: error: self-play worker" in err and f"(pid {victim}) was killed by SIGKILL" in err, err
     assert our_segments(proc.pid) == [] and all_gone(helpers)
+
+
+def test_a_worker_is_idle_only_while_every_group_waits():
+    from azshogi.selfplay.server import IdleClock
+
+    clock = IdleClock(2)
+    clock.enter()  # one group waits, the other searches: not idle
+    time.sleep(0.05)
+    assert clock.take() == 0.0
+    clock.enter()  # both wait
+    time.sleep(0.05)
+    clock.leave()
+    time.sleep(0.05)  # one searches again
+    clock.leave()
+    assert 0.04 <= clock.take() < 0.095
+    assert clock.take() == 0.0  # taken once

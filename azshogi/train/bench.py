@@ -97,7 +97,8 @@ def round_timeline(rounds, start: float, wall: float) -> dict:
     """The inference server's rounds that began in a window: medians in milliseconds of each
     stage — gather (first request in to last), launch (last request in to handed to the device
     thread), queued (to the device's start), device, answer (device done to every answer out),
-    round (first request in to answers out) — and the share of the window the device was busy."""
+    round (first request in to answers out) — the share of the window the device was busy, and
+    the share of rounds queued behind the one running."""
     inside = [r for r in rounds if start <= r.launch <= start + wall]
     if not inside:
         return {}
@@ -107,6 +108,10 @@ def round_timeline(rounds, start: float, wall: float) -> dict:
               "answer": lambda r: r.answered - r.done, "round": lambda r: r.answered - r.first_in}
     timeline = {k: round(1000 * med(f(r) for r in inside), 3) for k, f in stages.items()}
     timeline["device_busy"] = round(sum(r.busy for r in inside) / wall, 3)
+    # Rounds whose requests were all in before the previous round left the device: a batch
+    # queued behind the running one (never, in lockstep).
+    pairs = list(zip(inside, inside[1:]))
+    timeline["queued_behind"] = round(sum(b.last_in < a.done for a, b in pairs) / max(1, len(pairs)), 3)
     return timeline
 
 
@@ -264,7 +269,8 @@ def _measure(parts, out) -> dict:
     if timeline:
         print(f"{'server round (median)':<26}" + ", ".join(f"{k} {timeline[k]:.2f}" for k in
               ("gather", "launch", "queued", "device", "answer", "round")) + " ms; device busy "
-              f"{timeline['device_busy']:.0%}", file=out)
+              f"{timeline['device_busy']:.0%}; {timeline['queued_behind']:.0%} of batches queued behind the running "
+              f"one", file=out)
     print(json.dumps(result), file=out)
     return result
 
