@@ -309,6 +309,11 @@ def test_end_to_end_with_two_workers_and_resume(tiny_config, tmp_path):
             assert playing[game_id][:len(moves)] == moves
         else:
             assert finished_ids.count(game_id) > len(moves), game_id
+    # The workers encoded their games as hcpe3: the phase's file holds each of them, valid.
+    from azshogi.formats.dlshogi import read_hcpe3
+
+    records = read_hcpe3(tmp_path / "logs" / "t" / "hcpe3" / "ckpt-00002.hcpe3")
+    assert len(records) == second["counters"]["games"] - first["counters"]["games"] > 0
     assert our_segments() == []
 
 

@@ -109,6 +109,7 @@ def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
                 min_policy_prob: float, first_game_id: int, game_id_step: int, playout_cap: PlayoutCap,
                 idle: IdleClock) -> int:
     """One group of a worker: builds its search and SelfPlay, then plays and obeys its pipe."""
+    from azshogi.formats.dlshogi import encode_game
     from azshogi.search import make_search
     from azshogi.selfplay.actors import SelfPlay
     from azshogi.selfplay.server import ClientEvaluator
@@ -125,6 +126,8 @@ def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
             if command is None:  # playing, and nothing to obey: the next move
                 before = totals_of(selfplay)
                 finished = selfplay.step()
+                for game in finished:  # the main process only appends these bytes to its hcpe3 file
+                    game.hcpe3 = encode_game(game)
                 client.send(("moved", finished, replace(totals_of(selfplay) - before, idle_seconds=idle.take())))
             elif command[0] == "play":
                 playing = True
