@@ -95,6 +95,9 @@ class InferenceConfig:
     channels_last: bool = True
     fold_batchnorm: bool = True  # evaluate a batch-norm-folded form, refreshed when weights change
     compile: bool = False  # torch.compile on padded batch shapes (slow first start, faster after)
+    # with compile on CUDA: replay each batch bucket's forward pass as a captured CUDA graph
+    # (torch.compile's reduce-overhead mode): no per-op launch cost on the host
+    cuda_graphs: bool = False
     compile_cache: str = "~/.cache/azshogi/inductor"  # persistent compile cache
 
 

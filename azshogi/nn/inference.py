@@ -110,7 +110,7 @@ class InferenceNet:
 
     def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
                  channels_last: bool = True, fold_batchnorm: bool = True, compile: bool = False,
-                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None):
+                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None, cuda_graphs: bool = False):
         self.model, self.device, self.dtype = model, device, dtype
         self.channels_last = channels_last
         self.fold = False
@@ -123,13 +123,17 @@ class InferenceNet:
         self._tensors = list(model.state_dict().values())  # the model's own tensors, listed once
         self._seen_version = _version(self._tensors)
         self.buckets: Optional[list[int]] = None
+        self.graphs = False
         if compile:
             if compile_cache:
                 Path(compile_cache).expanduser().mkdir(parents=True, exist_ok=True)
                 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(compile_cache).expanduser()))
             self.buckets = batch_buckets(max_batch or 512)
             _allow_recompiles(len(self.buckets))
-            self.net = cast(nn.Module, torch.compile(self.net, dynamic=False))  # an OptimizedModule
+            # reduce-overhead: CUDA graphs per compiled shape (on the CPU the same as the default)
+            self.graphs = cuda_graphs and device.type == "cuda"
+            mode = "reduce-overhead" if self.graphs else None
+            self.net = cast(nn.Module, torch.compile(self.net, dynamic=False, mode=mode))  # an OptimizedModule
 
     def refresh(self) -> None:
         """Takes the model's current weights (folds and casts them once); the loop calls it after
@@ -156,5 +160,7 @@ class InferenceNet:
         # The folded weights are already in the inference dtype; the plain model needs autocast.
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
                                                     enabled=self.dtype != torch.float32 and not self.fold):
+            if self.graphs:  # a new replay: the previous call's outputs have been consumed
+                torch.compiler.cudagraph_mark_step_begin()
             policy, value = self.net(x1, x2)
         return policy[:n], value[:n]
