@@ -338,3 +338,17 @@ def test_auto_settings_on_cuda(tiny_config):
         assert parts.evaluator.dtype == dtype and parts.evaluator.wire == dtype
     finally:
         parts.selfplay.close()
+
+
+def test_on_cuda_a_workers_second_group_is_queued_behind_the_running_batch(tiny_config):
+    """The pinned, launch-ahead server with a worker of two groups on a slow device (the delay
+    network: 20 ms a batch): each group's batch waits behind the other's, none in lockstep."""
+    import io
+
+    from azshogi.train.bench import run
+
+    result = run(tiny_config("device=cuda", "selfplay.num_workers=1", "selfplay.worker_groups=2",
+                             "bench.network=delay", "bench.delay_ms=20", "bench.seconds=0.6",
+                             "bench.warmup_seconds=0.3", "bench.repeats=1"), out=io.StringIO())
+    assert result["device"].startswith("cuda") and result["batch"] == 3
+    assert result["timeline_ms"]["queued_behind"] > 0.8 and result["timeline_ms"]["device_busy"] > 0.5
