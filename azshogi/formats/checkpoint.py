@@ -117,7 +117,7 @@ def save(state: dict, path: Path, keep: int) -> Path:
     path = Path(path)
     if checkpoint_number(path) is None:
         raise ValueError(f"{path.name} is not a checkpoint file's name (formats/paths.checkpoint_name)")
-    with atomic_writer(path, mode=0o600) as f:  # checkpoints hold the whole run: private
+    with atomic_writer(path) as f:  # as readable as any file the user writes (the umask decides)
         torch.save(_tensors(state), f)
     files = list_checkpoints(path.parent)
     full = [p for p in files if not _order(p)[1]]
