@@ -114,3 +114,23 @@ def test_a_runs_files_are_as_readable_as_the_umask_lets_any_file_be(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_config, tmp_path):
+    from azshogi.train.loop import train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1", "loop.max_checkpoints=1")
+    train(tiny_config(*small), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    newest = run / "ckpt-00002.pt"
+    newest.write_bytes((run / "ckpt-00001.pt").read_bytes()[:1000])  # cut short, as by a disk that failed
+    with pytest.raises(ckpt.CheckpointError) as error:
+        train(tiny_config(*small), show_progress=False)
+    assert str(error.value) == (f"cannot read {newest}: not an azshogi checkpoint (a .pt file that azshogi wrote), "
+                                f"or a damaged one; to resume from the checkpoint before it, add "
+                                f"resume={run / 'ckpt-00001.pt'} to the command (or move ckpt-00002.pt away)")
+    counters = train(tiny_config(*small, f"resume={run / 'ckpt-00001.pt'}"), show_progress=False)
+    assert counters.checkpoints == 1 and counters.train_steps == 1  # resumed (and at its limit)
+    (run / "ckpt-00001.pt").unlink()  # nothing before the damaged file: the error alone
+    with pytest.raises(ckpt.CheckpointError, match="or a damaged one$"):
+        train(tiny_config(*small), show_progress=False)

@@ -109,6 +109,13 @@ def latest(directory: Path) -> Optional[Path]:
     return files[-1] if files else None
 
 
+def before(path: Path) -> Optional[Path]:
+    """The checkpoint file of `path`'s run just older than `path` (where a run whose newest
+    file is damaged can resume), or None."""
+    older = [p for p in list_checkpoints(Path(path).parent) if _order(p) < _order(Path(path))]
+    return older[-1] if older else None
+
+
 def save(state: dict, path: Path, keep: int) -> Path:
     """Writes `state` atomically to `path`, a checkpoint file of a run (RunPaths.checkpoint:
     temporary file, flush, fsync, rename; numpy arrays become tensors) and keeps, in its folder,

@@ -153,7 +153,15 @@ class Loop:
         path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.paths.checkpoints)
         if path is None:
             return
-        self.load_state_dict(ckpt.load(path), path)
+        try:
+            state = ckpt.load(path)
+        except ckpt.CheckpointError as e:
+            older = ckpt.before(path) if path.exists() else None  # a damaged file: the one before it works
+            if older is None:
+                raise
+            raise ckpt.CheckpointError(f"{e}; to resume from the checkpoint before it, add resume={older} to the "
+                                       f"command (or move {path.name} away)") from None
+        self.load_state_dict(state, path)
         self.resumed_from = path
 
     def save(self, partial: bool) -> Path:
