@@ -359,3 +359,28 @@ def test_positions_past_the_target_are_said_plainly():
     bar.update(SelfPlayPhaseStats(moves=3000, positions=2564, games=100, game_moves=2564))
     assert "| 2,564 positions (target 1,000 reached) |" in bar.text()
     assert bar.text().endswith("00:10, ~00:00 left")
+
+
+def test_tensorboard_gets_a_layout_that_puts_strength_and_losses_first(tmp_path):
+    """TensorBoard's Scalars tab opens on perf/ (alphabetical, and eval/ comes only with the
+    first evaluation): the run's Custom Scalars layout opens on strength, then the losses."""
+    import re
+
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    from azshogi.train.monitor import Monitor
+
+    Monitor(tmp_path, purge_step=None, show_progress=False).close()
+    (events,) = tmp_path.glob("events.out.tfevents.*")
+    layouts = [layout_pb2.Layout.FromString(value.tensor.string_val[0])
+               for event in EventFileLoader(str(events)).Load() if event.HasField("summary")
+               for value in event.summary.value if value.tag == "custom_scalars__config__"]
+    assert len(layouts) == 1
+    categories = layouts[0].category
+    patterns = [[tag for chart in c.chart for tag in chart.multiline.tag] for c in categories]
+    assert [c.title.split(" ")[0] for c in categories][:2] == ["strength", "losses"]
+    for tag in ("eval/rating", "eval/win_rate/greedy"):  # what play/gauntlet.py writes
+        assert any(re.search(p, tag) for p in patterns[0]), tag
+    assert [t for t in ("train/policy_loss", "train/value_loss") if any(re.search(p, t) for p in patterns[1])] == [
+        "train/policy_loss", "train/value_loss"]

@@ -1,8 +1,10 @@
 """What a run shows: TensorBoard scalars, a plain log file, and the console's progress bars.
 
-TensorBoard tags are grouped by prefix: train/, selfplay/, perf/. Every point's step is the
-training step count, and a resumed run purges points past its checkpoint's step (TensorBoard's
-purge_step: readers drop every earlier point at or past it), so no point is ever duplicated.
+TensorBoard tags are grouped by prefix: eval/ (play/gauntlet.py), train/, selfplay/, perf/; the
+run writes a layout for TensorBoard's Custom Scalars tab that puts strength first, then the
+losses and how self-play goes (`LAYOUT`). Every point's step is the training step count, and a
+resumed run purges points past its checkpoint's step (TensorBoard's purge_step: readers drop
+every earlier point at or past it), so no point is ever duplicated.
 During a self-play phase, selfplay/live/ points come every LIVE_SCALARS_SECONDS (moves/s, games
 finished, their mean length, positions), at steps spread between the previous checkpoint's step
 and the next one's in proportion to the phase's progress, so that curves appear within a minute
@@ -36,6 +38,24 @@ PROGRESS_LINE_SECONDS = 60.0  # without bars: a progress line (console and log) 
 LIVE_SCALARS_SECONDS = 30.0  # selfplay/live/ points in TensorBoard this often during self-play
 BAR_REFRESH_SECONDS = 0.5  # the self-play bar is redrawn at most this often as moves are played
 BAR_TICK_SECONDS = 1.0  # and at least this often (its clock), however long a move takes
+# TensorBoard's Custom Scalars tab: what a user watches first, in this order ({category: {chart:
+# ["Multiline", [tag patterns]]}}; the eval/ charts fill in once the in-loop evaluation has run).
+LAYOUT = {
+    "strength (eval/)": {
+        "rating on the ladder (random = 0), by training step": ["Multiline", [r"^eval/rating$"]],
+        "rating by training time (s)": ["Multiline", [r"^eval/rating_vs_seconds$"]],
+        "win rate against each opponent": ["Multiline", [r"^eval/win_rate/"]],
+    },
+    "losses (train/)": {
+        "policy loss": ["Multiline", [r"^train/policy_loss$"]],
+        "value loss": ["Multiline", [r"^train/value_loss$"]],
+    },
+    "self-play (selfplay/, perf/)": {
+        "how games end (share of a phase's games)": ["Multiline", [r"^selfplay/termination_rate/"]],
+        "mean game length (moves)": ["Multiline", [r"^selfplay/mean_game_length$"]],
+        "moves per second (live)": ["Multiline", [r"^selfplay/live/moves_per_s$"]],
+    },
+}
 BAR_MIN_WIDTH = 8  # the self-play bar's own width, at least: its words take what is left
 
 
@@ -109,6 +129,7 @@ class Monitor:
 
         kept = stopped_phase_points(log_dir, purge_step) if purge_step is not None else []
         self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
+        self.writer.add_custom_scalars(LAYOUT)
         for tag, value, step, wall_time in kept:  # after the purge, which now keeps them
             self.writer.add_scalar(tag, value, step, walltime=wall_time)
         self.live_after = max((step for _, _, step, _ in kept), default=None)  # the resumed phase goes on after
