@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from azshogi.commands.cli import ArgumentParser, fail, key_values
+from azshogi.commands.cli import ArgumentParser, fail, key_values, user_errors
 from azshogi.formats.files import atomic_writer
 from azshogi.play.usi import OPTIONS, UsiEngine
 
@@ -66,7 +66,8 @@ def main(argv=None) -> None:
     except ValueError as e:
         fail(PROGRAM, f"--option: {e}")
     if args.make_launcher:
-        print(write_launcher(checkpoint, out, options))
+        with user_errors(PROGRAM):  # a folder that cannot be written
+            print(write_launcher(checkpoint, out, options))
         return
     if checkpoint:
         engine.defaults["Checkpoint"] = engine.options["Checkpoint"] = str(Path(checkpoint).resolve())

@@ -109,6 +109,13 @@ def latest(directory: Path) -> Optional[Path]:
     return files[-1] if files else None
 
 
+def before(path: Path) -> Optional[Path]:
+    """The checkpoint file of `path`'s run just older than `path` (where a run whose newest
+    file is damaged can resume), or None."""
+    older = [p for p in list_checkpoints(Path(path).parent) if _order(p) < _order(Path(path))]
+    return older[-1] if older else None
+
+
 def save(state: dict, path: Path, keep: int) -> Path:
     """Writes `state` atomically to `path`, a checkpoint file of a run (RunPaths.checkpoint:
     temporary file, flush, fsync, rename; numpy arrays become tensors) and keeps, in its folder,
@@ -117,7 +124,7 @@ def save(state: dict, path: Path, keep: int) -> Path:
     path = Path(path)
     if checkpoint_number(path) is None:
         raise ValueError(f"{path.name} is not a checkpoint file's name (formats/paths.checkpoint_name)")
-    with atomic_writer(path, mode=0o600) as f:  # checkpoints hold the whole run: private
+    with atomic_writer(path) as f:  # as readable as any file the user writes (the umask decides)
         torch.save(_tensors(state), f)
     files = list_checkpoints(path.parent)
     full = [p for p in files if not _order(p)[1]]

@@ -31,17 +31,22 @@ machine) stops the run with its traceback.
 
 Security: token authentication is always on (RAY_AUTH_MODE=token; a run with it set otherwise is
 refused) and usage statistics off (RAY_USAGE_STATS_ENABLED=0). cluster.address=local starts a
-Ray instance on this machine with every address on 127.0.0.1; another address is the cluster the
-user started, on the addresses the user named (`ray start --node-ip-address=...`).
+Ray instance on this machine with every address on 127.0.0.1, its session folder (logs, sockets)
+in a temporary folder removed when the run ends; another address is the cluster the user
+started, on the addresses the user named (`ray start --node-ip-address=...`).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
@@ -93,19 +98,52 @@ def import_ray():
     return ray
 
 
-def connect(cluster) -> bool:
+def _no_colour_reset_at_exit() -> None:
+    """Ray's start runs colorama.init(), whose exit handler writes an escape code (ESC[0m) to the
+    terminal after the run's last line; azshogi writes no colours, so nothing needs resetting."""
+    colorama = sys.modules.get("colorama.initialise")
+    if colorama is not None and hasattr(colorama, "reset_all"):
+        atexit.unregister(colorama.reset_all)
+
+
+@dataclass
+class Connection:
+    """What `connect` did: whether this process started Ray (and must shut it down), and the
+    temporary folder of a local instance's session (removed after)."""
+
+    started: bool
+    temp_dir: Optional[str] = None
+
+    def close(self) -> None:
+        if self.started:
+            import_ray().shutdown()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def connect(cluster) -> Connection:
     """Connects this process to the cluster of a ClusterConfig (starting a local one for
-    address=local); True when this process started Ray and must shut it down."""
+    address=local, its session folder in a temporary folder: RAY_TMPDIR, else /tmp as Ray's own,
+    whose socket paths must stay short)."""
     ray_environment(cluster.address)
     ray = import_ray()
     if ray.is_initialized():
-        return False
+        return Connection(False)
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                "logging_level": logging.WARNING}
     if cluster.address == "local":
         cpus = cluster.local_cpus or max(1, math.ceil(cluster.nodes * cluster.node_cpus))
-        ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **options)  # a new one, always
-        return True
+        parent = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else None)
+        temp_dir = tempfile.mkdtemp(prefix="azshogi-ray-", dir=parent)
+        try:
+            ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
+                     **options)  # a new one, always
+        except BaseException:
+            Connection(ray.is_initialized(), temp_dir).close()
+            raise
+        finally:
+            _no_colour_reset_at_exit()
+        return Connection(True, temp_dir)
     try:
         ray.init(address=cluster.address, **options)
     except Exception as e:  # ConnectionError, AuthenticationError, ...: say which address, in one line
@@ -113,7 +151,9 @@ def connect(cluster) -> bool:
         raise ClusterError(f"cluster.address={cluster.address}: cannot connect to the Ray cluster ({detail}); "
                            f"is its head running, and is this machine's token the cluster's? "
                            f"(docs/cluster.md)") from None
-    return True
+    finally:
+        _no_colour_reset_at_exit()
+    return Connection(True)
 
 
 def _once() -> Callable[[], bool]:
@@ -217,7 +257,8 @@ class ClusterSelfPlay:
         self._pending_state: Optional[dict] = None
         self._sent_version: Optional[int] = None
         self._weights_ref: Any = None
-        self._started = self._closed = self._ray_started = False
+        self._started = self._closed = False
+        self._connection = Connection(False)
         self._full_warned = False
         self.note = (f"self-play on a Ray cluster: {self.cluster.nodes} node(s) at {self.cluster.address}, "
                      f"{self.cluster.node_cpus:g} CPU and {self.cluster.node_gpus:g} GPU each")
@@ -304,6 +345,10 @@ class ClusterSelfPlay:
         self._pending_state = state
 
     def status(self) -> DriverStatus:
+        if not self.nodes:  # the nodes start with the first phase
+            actors = self.cfg.selfplay.num_actors  # per node, unless auto (each node's machine decides)
+            return DriverStatus(f"{self.cluster.nodes} node(s) starting", short="nodes starting",
+                                playing=self.cluster.nodes * actors or None)
         alive = sorted(self.alive, key=lambda n: n.slot)
         now = time.monotonic()
         scalars: dict[str, float] = {"nodes_alive": len(alive), "nodes_lost": self.nodes_lost,
@@ -315,10 +360,11 @@ class ClusterSelfPlay:
             rates.append(f"{rate:,.0f}")
             scalars[f"node{node.slot}/moves_per_s"] = rate
             scalars[f"node{node.slot}/weights_version"] = node.version
-        versions = sorted({node.version for node in alive})
-        line = (f"nodes {len(alive)}/{self.cluster.nodes} (moves/s {' '.join(rates) or '-'}), weights v"
-                + "/".join(map(str, versions or [-1])) + f", {self.games_lost:,} games lost")
-        return DriverStatus(line, scalars)
+        versions = sorted({node.version for node in alive if node.version >= 0})  # -1: none sent yet
+        weights = "weights v" + "/".join(map(str, versions)) if versions else "weights not sent yet"
+        nodes = f"nodes {len(alive)}/{self.cluster.nodes}"
+        line = f"{nodes} (moves/s {' '.join(rates) or '-'}), {weights}, {self.games_lost:,} games lost"
+        return DriverStatus(line, scalars, short=nodes, playing=sum(int(node.info.get("games", 0)) for node in alive))
 
     def close(self) -> None:
         """Stops every node (its worker processes first), and Ray if this process started it;
@@ -337,8 +383,7 @@ class ClusterSelfPlay:
             pass
         for node in alive:
             self._kill(node)
-        if self._ray_started:
-            ray.shutdown()
+        self._connection.close()
 
     # --- internals ---
 
@@ -355,7 +400,7 @@ class ClusterSelfPlay:
             raise RuntimeError("the cluster's self-play has been closed")
         if self._started:
             return
-        self._ray_started = connect(self.cluster)
+        self._connection = connect(self.cluster)
         self._started = True
         state, self._pending_state = self._pending_state, None
         if state is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
 from azshogi.config import SearchKind
 from azshogi.search import make_search
@@ -60,10 +60,14 @@ def totals_of(selfplay: SelfPlay) -> SelfPlayTotals:
 @dataclass
 class DriverStatus:
     """What a driver says about its processes beyond the totals: a few words for the progress
-    line ("" for the drivers on one machine) and figures for TensorBoard (selfplay/driver/)."""
+    line ("" for the drivers on one machine; `short` for a narrow terminal), figures for
+    TensorBoard (selfplay/driver/), and the games in progress where they are not the settings'
+    selfplay.num_actors (a cluster's nodes together; None: those)."""
 
     line: str = ""
     scalars: dict[str, float] = field(default_factory=dict)
+    short: str = ""
+    playing: Optional[int] = None
 
 
 class SelfPlayDriver(Protocol):

@@ -36,6 +36,7 @@ from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
+from azshogi.selfplay import in_progress
 from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, search_at, server_batch
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
@@ -118,6 +119,7 @@ class Loop:
         self.stop_requested = False
         self.evaluating = False  # a stop request interrupts the evaluation at once
         self.resumed_from: Optional[Path] = None
+        self.restored_games = 0  # games in progress the checkpoint resumed from held
 
     # --- state: the run state (run_state.py), the replay window and the games in progress ---
 
@@ -146,6 +148,7 @@ class Loop:
         parts = ckpt.split(state, path)
         self.run_state.load_state_dict(parts.run, path)  # first: it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
+        self.restored_games = in_progress.num_games(parts.selfplay)
         if not self.deepen_selfplay_if_due(parts.selfplay):  # the driver's processes have not started yet
             self.selfplay.load_state_dict(parts.selfplay)
 
@@ -154,7 +157,15 @@ class Loop:
         path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.paths.checkpoints)
         if path is None:
             return
-        self.load_state_dict(ckpt.load(path), path)
+        try:
+            state = ckpt.load(path)
+        except ckpt.CheckpointError as e:
+            older = ckpt.before(path) if path.exists() else None  # a damaged file: the one before it works
+            if older is None:
+                raise
+            raise ckpt.CheckpointError(f"{e}; to resume from the checkpoint before it, add resume={older} to the "
+                                       f"command (or move {path.name} away)") from None
+        self.load_state_dict(state, path)
         self.resumed_from = path
 
     def save(self, partial: bool) -> Path:
@@ -241,6 +252,11 @@ class Loop:
     def say_start(self, seeded: Optional[str]) -> None:
         c, cfg = self.counters, self.cfg
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
+        if self.resumed_from:  # the bar counts this session's moves: say what the phase had before
+            made = (f", {c.positions_since_checkpoint:,} of the {cfg.loop.positions_per_checkpoint:,} positions "
+                    f"for checkpoint {c.checkpoints + 1} made" if c.positions_since_checkpoint and not c.in_training
+                    else "")
+            where += f" ({self.restored_games:,} games in progress restored{made})" if self.restored_games else ""
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
                          f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}")
         limit = cfg.loop.max_checkpoints
@@ -264,7 +280,7 @@ class Loop:
         progress = self.monitor.start_selfplay(
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
             (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
-            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_line=self.driver_line)
+            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_status=self.selfplay.status)
         stats.positions = stats.positions_before = c.positions_since_checkpoint
         reached = False
 
@@ -317,10 +333,6 @@ class Loop:
         self.selfplay.load_state_dict(games)
         self.selfplay_search = cfg.search
         return True
-
-    def driver_line(self) -> str:
-        """What the self-play driver says on the progress line (a cluster's nodes)."""
-        return self.selfplay.status().line
 
     def write_records(self, game: SelfPlayGame, games_in_phase: int) -> None:
         """hcpe3 (at the next checkpoint) and, for the first games of a phase, KIF."""
