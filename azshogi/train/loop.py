@@ -36,7 +36,8 @@ from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
-from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, search_at, server_batch
+from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, search_at, server_batch
+from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
