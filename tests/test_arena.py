@@ -18,9 +18,9 @@ from azshogi.play.players import (
     Player,
     RandomPlayer,
     UsiPlayer,
-    make_player,
     material_gain,
 )
+from azshogi.play.specs import make_player
 from azshogi.shogi.rules import Rules, Termination
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -96,7 +96,7 @@ def test_engine_search_player_with_a_node_budget(checkpoint):
     rules = Rules(max_plies=10)
     engine = make_player(f"search:{checkpoint}", {"nodes": "8", "batch": "4", "mate": "0"}, rules=rules,
                          max_games=2, dtype="fp32")
-    assert engine.search.batch_size == 4 and engine.nodes == 8
+    assert engine.search.batch_size == 4 and engine.match_nodes() == 8
     result = play_match(engine, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
     check_consistent(result, 2)
     with pytest.raises(ValueError, match="unknown option depth"):
@@ -195,12 +195,12 @@ def test_search_player_plays_a_mate_found_at_the_root():
     from conftest import uniform_evaluator
 
     from azshogi.config import Config, SearchConfig
-    from azshogi.play.engine import EngineSettings
-    from azshogi.play.players import GumbelPlayer, SearchPlayer, Turn
+    from azshogi.play.engine import Engine, EngineSettings
+    from azshogi.play.players import GumbelPlayer, Turn
     from azshogi.shogi.rules import Rules
 
     board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
-    for player in (SearchPlayer(uniform_evaluator(), Config(), EngineSettings(nodes=1), 1),
+    for player in (Engine(uniform_evaluator(), Config(), EngineSettings(nodes=1, policy_temperature=1.0)),
                    GumbelPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)):
         player.new_game(0)
         (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])

@@ -244,7 +244,7 @@ def test_a_byoyomi_within_the_margin_is_said_in_an_info_string(engine):
 def test_errors_read_without_python_exception_names(engine, tmp_path):
     engine.send("setoption name BatchSize value x", "isready")
     lines = engine.until("readyok", 30)
-    assert "info string error: setoption: BatchSize takes an integer, got 'x'" in lines
+    assert "info string error: setoption: BatchSize takes an integer in [1, 256], got 'x'" in lines
     # A file that is not a checkpoint (the run's config.yaml, say) is named as such.
     config = tmp_path / "config.yaml"
     config.write_text("run: default\nseed: 0\n")
@@ -265,7 +265,7 @@ def test_the_search_knobs_reach_the_engines_settings():
     from azshogi.play.engine import EngineSettings
     from azshogi.play.usi import UsiEngine
 
-    assert UsiEngine(io.StringIO()).settings() == EngineSettings(max_plies=10 ** 9)  # the defaults agree
+    assert UsiEngine(io.StringIO()).settings() == EngineSettings()  # the defaults agree
     assert EngineSettings().c_init is None
     engine = UsiEngine(io.StringIO(), {"CInit": "2.5"})
     engine.cmd_setoption([], "setoption name PolicyTemperature value 1.5")

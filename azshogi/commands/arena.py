@@ -7,7 +7,8 @@ import json
 import sys
 
 from azshogi.commands.cli import ArgumentParser, fail, key_values
-from azshogi.play.players import PLAYER_KINDS, Player
+from azshogi.play.players import Player
+from azshogi.play.specs import PLAYER_KINDS
 
 PROGRAM = "azshogi-arena"
 
@@ -55,7 +56,7 @@ def main(argv=None) -> None:
     from pathlib import Path
 
     from azshogi.play.arena import Openings, play_match
-    from azshogi.play.players import make_player
+    from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
     from azshogi.shogi.rules import Rules
@@ -100,7 +101,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
 
     from azshogi.play.arena import write_game
     from azshogi.play.ladder import RUNGS, play_ladder, rung
-    from azshogi.play.players import make_player
+    from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
 
