@@ -295,3 +295,11 @@ def test_piped_the_command_draws_no_bar(capsys):
     out, err = capsys.readouterr()
     assert err == "" and "\r" not in out
     assert out.splitlines()[0].startswith("greedy vs random: W-L-D ")
+
+
+def test_the_ladder_says_up_front_how_much_it_will_play(capsys):
+    arena.main(["random", "ladder", "--rungs", "random,greedy", "--games", "2", "--quiet", "--max-plies", "20"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ladder: 2 rungs x 2 games = 4 games, in this order: random, greedy; every rung is "
+                               "played whatever the results before it"), lines
+    assert len([line for line in lines if " vs " in line]) == 2 and lines[-1].startswith("{")

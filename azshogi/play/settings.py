@@ -51,6 +51,11 @@ class EngineSettings:
     temperature_plies: int = 0  # sample only before this ply (0 = always, when temperature > 0)
 
 
+def _text(number: float) -> str:
+    """A bound as a user writes it: 100000000, 0.5."""
+    return str(int(number)) if math.isfinite(number) and float(number).is_integer() else f"{number:g}"
+
+
 @dataclass(frozen=True)
 class Setting:
     """One field of EngineSettings in every interface. kind: "int", "number" or "temperature"
@@ -76,11 +81,12 @@ class Setting:
 
     def takes(self) -> str:
         """What the setting takes, in words."""
+        low, high = _text(self.low), _text(self.high)
         if self.kind == "int":
-            return f"an integer in [{self.low:g}, {self.high:g}]"
-        bound = f"> {self.low:g}" if self.above else f">= {self.low:g}"
+            return f"an integer in [{low}, {high}]"
+        bound = f"> {low}" if self.above else f">= {low}"
         if self.high < math.inf:
-            bound = f"in ({self.low:g}, {self.high:g}]" if self.above else f"in [{self.low:g}, {self.high:g}]"
+            bound = f"in ({low}, {high}]" if self.above else f"in [{low}, {high}]"
         words = f" or {AUTO}" if self.none == AUTO else ""
         return f"a number {bound}{words}"
 

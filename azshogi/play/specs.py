@@ -113,7 +113,7 @@ def _checkpoint(spec: str, path: str, max_batch: int, device: str, dtype: Option
     kind = spec.partition(":")[0]
     if not path:
         raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise ValueError(f"player {spec!r}: checkpoint not found: {path}")
     try:
         return model_evaluator(path, device, dtype, max_batch=max_batch)

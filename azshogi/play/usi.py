@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO, Union
 
 from azshogi import __version__
@@ -96,7 +97,7 @@ def _setting(name: str) -> Option:
 
 
 OPTIONS = (
-    Option("Checkpoint", "filename", "", help="the checkpoint file (.pt) to play"),
+    Option("Checkpoint", "filename", "", help="the checkpoint file (.pt) to play, or a run's folder: its newest"),
     Option("Device", "string", "auto", help="auto, cpu, cuda or cuda:N", pattern=r"auto|cpu|cuda(:\d+)?"),
     Option("Dtype", "combo", "auto", choices=("auto", "fp32", "bf16", "fp16"), help="inference precision"),
     Option("Threads", "spin", 0, 0, 256, help="CPU threads for the network (0 = PyTorch's default)"),
@@ -355,20 +356,23 @@ class UsiEngine:
         import torch
 
         from azshogi.play.engine import Engine
-        from azshogi.play.models import model_evaluator
+        from azshogi.play.models import model_evaluator, network_file
 
         threads = self._int("Threads")
         if threads:
             torch.set_num_threads(threads)
-        path = self._str("Checkpoint")
-        if not path:
+        given = self._str("Checkpoint")
+        if not given:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
+        path = network_file(given)  # a run's folder: its newest checkpoint
         settings = self.settings()
         device, dtype, batch = self._str("Device"), self._str("Dtype"), settings.batch_size
         key = (os.path.abspath(path), device, dtype, batch)
         if self._loaded != key:
             self.engine, self._loaded = None, None
-            self._evaluator, self._cfg = model_evaluator(path, device, dtype, max_batch=batch)
+            self._evaluator, self._cfg = model_evaluator(str(path), device, dtype, max_batch=batch)
+            if path != Path(given):
+                self.send(f"info string Checkpoint {given}: playing its newest, {path.name}")
             self._loaded, self._auto_temperature = key, None
         self.engine = Engine(self._evaluator, self._cfg, settings, seed=self._int("Seed"),
                              known_temperature=self._auto_temperature)
