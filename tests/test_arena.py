@@ -303,3 +303,11 @@ def test_the_ladder_says_up_front_how_much_it_will_play(capsys):
     assert lines[0].startswith("ladder: 2 rungs x 2 games = 4 games, in this order: random, greedy; every rung is "
                                "played whatever the results before it"), lines
     assert len([line for line in lines if " vs " in line]) == 2 and lines[-1].startswith("{")
+
+
+def test_mate_means_one_thing_per_player_kind():
+    """`mate` is df-pn nodes (search:, the engine's MateSearchNodes); gumbel:'s plies are `mate_plies`."""
+    with pytest.raises(ValueError, match=r"unknown option mate \(it takes simulations, considered, mate_plies"):
+        make_player("gumbel:x.pt", {"mate": "3"}, rules=Rules())
+    with pytest.raises(ValueError, match="mate='0.5': takes an integer in"):
+        make_player("search:x.pt", {"mate": "0.5"}, rules=Rules())

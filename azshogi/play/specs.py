@@ -8,10 +8,10 @@ simulations per move (no clock), so a match measures that engine and is reproduc
 options `KEY=VALUE` are the engine settings' arena keys (play/settings.py: `nodes`, default the
 run's search.num_simulations; `batch`, `mate`, `tree`, `resign`, `cpuct`, `fpu`, `softmax`,
 `temperature`, `temperature_plies`), generated from the table the USI options come from; its ply
-limit is the match's. gumbel: `simulations`, `considered` (Gumbel's m), `mate` (plies of the root
-mate search, default 3, 0 = off), `resign`; policy: `temperature`; usi: `go` (the go arguments,
-default `byoyomi 1000`) and anything else as `setoption` (e.g. `UCI_Variant=shogi`); every kind
-`name`. A rung of the ladder (play/ladder.py) takes no options.
+limit is the match's. gumbel: `simulations`, `considered` (Gumbel's m), `mate_plies` (plies of the
+root mate search, default 3, 0 = off: not `mate`, which is df-pn nodes for `search:`), `resign`;
+policy: `temperature`; usi: `go` (the go arguments, default `byoyomi 1000`) and anything else as
+`setoption` (e.g. `UCI_Variant=shogi`); every kind `name`. A rung of the ladder (play/ladder.py) takes no options.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from azshogi.shogi.rules import Rules
 
 PLAYER_KINDS = "random, greedy, policy:CKPT, search:CKPT, gumbel:CKPT, usi:COMMAND or ladder:RUNG"
 _OPTIONS = {"random": (), "greedy": (), "policy": ("temperature",), "search": ARENA_KEYS,
-            "gumbel": ("simulations", "considered", "mate", "resign")}
+            "gumbel": ("simulations", "considered", "mate_plies", "resign")}
 
 
 def _number(spec: str, options: dict, key: str, default, kind=int, low=0, high=None):
@@ -86,7 +86,7 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     elif kind == "gumbel":
         simulations = _number(spec, options, "simulations", None, low=1)
         considered = _number(spec, options, "considered", None, low=1)
-        mate, resign = _number(spec, options, "mate", 3), _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
+        mate, resign = _number(spec, options, "mate_plies", 3), _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
         evaluator, cfg = _checkpoint(spec, arg, max_games, device, dtype)
         search = replace(cfg.search, num_simulations=simulations or cfg.search.num_simulations,
                          max_num_considered_actions=considered or cfg.search.max_num_considered_actions)
