@@ -29,7 +29,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 from azshogi.formats import checkpoint as ckpt  # noqa: E402
 from azshogi.nn.network import from_config  # noqa: E402
 from azshogi.selfplay.cluster import GAME_ID_RANGE, ClusterError, ClusterSelfPlay  # noqa: E402
-from azshogi.selfplay.drivers import local_driver  # noqa: E402
+from azshogi.selfplay.local import local_driver  # noqa: E402
 from azshogi.train.loop import build_components, train  # noqa: E402
 
 LOOPBACK = "127.0.0.1"

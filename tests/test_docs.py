@@ -469,7 +469,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-export onnx checkpoints/pre/ckpt-00001.pt model.onnx": Run(),
     "azshogi-export hcpe3-to-csa logs/smoke/hcpe3/ckpt-00001.hcpe3 csa": Run(),
     # docs/play.md
-    # (its --make-launcher command is README.md's, above)
+    # (its --make-launcher command for a checkpoint is README.md's, above)
+    "azshogi-usi --make-launcher checkpoints/myrun ~/engines/azshogi-myrun": Run(),
     WINDOWS_LAUNCHER: Skip("Windows paths, which a POSIX shell would read otherwise: "
                            "test_the_windows_launcher_command_writes_a_bat_that_starts_the_engine runs it here"),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/vs-greedy":

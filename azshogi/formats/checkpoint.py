@@ -87,8 +87,16 @@ def save_network(state: dict, source: Path, out: Path) -> Path:
     weights and the settings it is rebuilt from, no optimizer, replay window or games in
     progress — atomically to `out` (any name: it is no run's checkpoint). `network` reads it back."""
     weights, config = network(state, source)
+    return write_network(weights, config, out)
+
+
+def write_network(weights: dict, config: dict, out: Path, **extra) -> Path:
+    """The one writer of a network file: its weights (a state_dict, copied to the CPU), the plain
+    config it is rebuilt from, and `extra` keys (e.g. which checkpoint it was), atomically to
+    `out`. `network` reads it back; so do `azshogi-usi` and `search:` players."""
+    weights = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in weights.items()}
     with atomic_writer(Path(out)) as f:
-        torch.save(_tensors({"model": weights, "config": config}), f)
+        torch.save(_tensors({"model": weights, "config": config, **extra}), f)
     return Path(out)
 
 

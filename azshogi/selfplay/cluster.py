@@ -57,7 +57,8 @@ from azshogi.config import Config, from_plain, resolve_selfplay, to_plain
 from azshogi.nn.evaluator import make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, local_driver, machine_cores, server_batch
+from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, machine_cores, server_batch
+from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
 
 log = logging.getLogger("azshogi")

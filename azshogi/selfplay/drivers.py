@@ -1,8 +1,9 @@
 """How the loop runs self-play: the `SelfPlayDriver` interface, what it counts (`SelfPlayTotals`),
 and the in-process driver. `InProcessSelfPlay` steps one SelfPlay in the main process;
 `WorkerSelfPlay` (workers.py) runs SelfPlays in worker processes around one inference server;
-`ClusterSelfPlay` (cluster.py) runs either on each node of a Ray cluster. `local_driver` builds
-one of the first two from the settings, for the main process or for a cluster's node."""
+`ClusterSelfPlay` (cluster.py) runs either on each node of a Ray cluster. `local_driver`
+(local.py) builds one of the first two from the settings, for the main process or for a cluster's
+node."""
 from __future__ import annotations
 
 import os
@@ -10,15 +11,12 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
 from azshogi.config import SearchKind
-from azshogi.search import make_search
-from azshogi.selfplay.actors import PlayoutCap, SelfPlay
+from azshogi.selfplay.actors import SelfPlay
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.network_io import EvaluatorTotals
-from azshogi.shogi.rules import rules_of
 
 if TYPE_CHECKING:
     from azshogi.config import Config
-    from azshogi.nn.evaluator import LocalEvaluator
 
 
 @dataclass
@@ -164,22 +162,3 @@ def search_at(cfg: "Config", checkpoints: int) -> "Config":
     search = replace(cfg.search, num_simulations=sp.deeper_simulations,
                      max_num_considered_actions=sp.deeper_considered)
     return replace(cfg, search=search)
-
-
-def local_driver(cfg: "Config", evaluator: "LocalEvaluator", first_game_id: int = 0) -> SelfPlayDriver:
-    """Self-play on this machine for `cfg` (its selfplay settings concrete, resolve_selfplay):
-    in this process, or in selfplay.num_workers worker processes around `evaluator`. Game ids
-    count up from `first_game_id`."""
-    from azshogi.selfplay.workers import WorkerSelfPlay
-
-    sp = cfg.selfplay
-    rules = rules_of(cfg.rules, self_play=True)
-    cap = PlayoutCap.from_config(sp)
-    if sp.num_workers == 0:
-        search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
-        return InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
-                                          first_game_id, playout_cap=cap))
-    return WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
-                          cfg.replay.min_policy_prob, rows_per_actor=leaves_per_actor(cfg), max_batch=server_batch(cfg),
-                          wait_s=sp.server_wait_ms / 1000, playout_cap=cap, first_game_id=first_game_id,
-                          groups=sp.worker_groups)

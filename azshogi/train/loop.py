@@ -37,7 +37,8 @@ from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, search_at, server_batch
+from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, search_at, server_batch
+from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
@@ -117,7 +118,7 @@ class Loop:
         self.clock = PhaseClock()
         self.show_progress = show_progress
         self.stop_requested = False
-        self.evaluating = False  # a stop request interrupts the evaluation at once
+        self.matches_running = False  # the rating matches run: a stop request interrupts them at once
         self.resumed_from: Optional[Path] = None
         self.restored_games = 0  # games in progress the checkpoint resumed from held
 
@@ -218,7 +219,7 @@ class Loop:
             self.say_start(seeded)
             c = self.counters
             if self.evaluation_due():  # the evaluation of the checkpoint resumed from was interrupted
-                self.evaluate()
+                self.rate()
             while not self.done():
                 selfplay_stats = SelfPlayPhaseStats()
                 if not c.in_training:
@@ -235,7 +236,7 @@ class Loop:
                     self.monitor.say(f"checkpoint {c.checkpoints}: self-play now searches {self.search_words()} "
                                      f"(selfplay.deeper_from_checkpoint={self.cfg.selfplay.deeper_from_checkpoint})")
                 if self.evaluation_due():
-                    self.evaluate()
+                    self.rate()
             if self.stop_requested:
                 path = self.save(partial=True)
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
@@ -393,23 +394,23 @@ class Loop:
         return (every > 0 and c.checkpoints > 0 and c.checkpoints % every == 0 and c.evaluated < c.checkpoints
                 and c.phase_steps == 0 and not self.stop_requested)
 
-    def evaluate(self) -> None:
-        from azshogi.play.gauntlet import When, evaluate_checkpoint
+    def rate(self) -> None:
+        from azshogi.play.gauntlet import When, rate_checkpoint
 
         c = self.counters
-        self.evaluating = True
+        self.matches_running = True
         try:
             with self.clock.phase("eval"):
-                evaluate_checkpoint(self.model, self.cfg, self.device, self.paths,
-                                    When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
-                                    self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
-                                    evaluator=self.evaluator)
+                rate_checkpoint(self.model, self.cfg, self.device, self.paths,
+                                When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
+                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
+                                evaluator=self.evaluator)
             c.evaluated = c.checkpoints
         except EvaluationInterrupted:
             self.monitor.say(f"evaluation of checkpoint {c.checkpoints} interrupted: it runs again when the run "
                              f"resumes")
         finally:
-            self.evaluating = False
+            self.matches_running = False
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 
@@ -427,8 +428,8 @@ class Loop:
                          + ": stopping after the current step; a checkpoint follows"
                          + (" (press Ctrl-C again to quit at once, without it)" if signum == signal.SIGINT else ""))
             self.stop_requested = True
-            if self.evaluating:
-                self.evaluating = False
+            if self.matches_running:
+                self.matches_running = False
                 raise EvaluationInterrupted
 
         return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
