@@ -192,7 +192,7 @@ def test_a_search_through_the_server_plays_as_in_process(tiny_config):
         try:
             selfplay = parts.selfplay
             assert getattr(selfplay, "clients", 1) == workers * groups or workers == 0
-            list(selfplay.play(until=lambda selfplay=selfplay: selfplay.counters().moves >= 6 * 12))
+            list(selfplay.play(until=lambda selfplay=selfplay: selfplay.totals().moves >= 6 * 12))
             games.append({g["game_id"]: g for g in games_in_progress(parts.selfplay.state_dict())})
         finally:
             parts.selfplay.close()
@@ -226,11 +226,11 @@ def test_workers_pause_and_continue_their_games_with_the_new_weights(tiny_config
     driver, model = parts.selfplay, parts.model
     try:
         set_value_head(model, 0.0)
-        finished = list(driver.play(until=lambda: driver.counters().moves >= 30))
+        finished = list(driver.play(until=lambda: driver.totals().moves >= 30))
         before = {g["game_id"]: g for g in games_in_progress(driver.state_dict())}
         assert not finished and len(before) == 6
         set_value_head(model, 20.0)  # training's stand-in: the same nn.Module, changed in place
-        finished = list(driver.play(until=lambda: driver.counters().moves >= 60))
+        finished = list(driver.play(until=lambda: driver.totals().moves >= 60))
         after = {g["game_id"]: g for g in games_in_progress(driver.state_dict())}
         pids = driver.pids
     finally:
@@ -256,7 +256,7 @@ def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
     victim = []
 
     def until():
-        if not victim and driver.counters().moves >= 6:
+        if not victim and driver.totals().moves >= 6:
             victim.append(driver.pids[1])
             os.kill(victim[0], signal.SIGKILL)
         return False

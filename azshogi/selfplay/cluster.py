@@ -204,7 +204,7 @@ class SelfPlayNode:
         finished = list(self.driver.play(until=_once()))
         for game in finished:
             game.weights_version = self.version
-        return finished, self.driver.counters(), self.version
+        return finished, self.driver.totals(), self.version
 
     def state(self) -> dict:
         return self.driver.state_dict()
@@ -311,7 +311,7 @@ class ClusterSelfPlay:
                 raise self._none_left()
             stopping = stopping or until()
 
-    def counters(self) -> SelfPlayTotals:
+    def totals(self) -> SelfPlayTotals:
         """Every node's running totals (those of lost nodes up to their last answer)."""
         total = SelfPlayTotals()
         for node in self.nodes:

@@ -76,7 +76,7 @@ class SelfPlayDriver(Protocol):
         when the iterator is exhausted, every game in progress is paused between two moves."""
         ...
 
-    def counters(self) -> SelfPlayTotals: ...
+    def totals(self) -> SelfPlayTotals: ...
 
     def state_dict(self) -> dict:
         """The games in progress (SelfPlay.state_dict's format), while paused."""
@@ -101,7 +101,7 @@ class InProcessSelfPlay:
         while not until():
             yield from self.selfplay.step()
 
-    def counters(self) -> SelfPlayTotals:
+    def totals(self) -> SelfPlayTotals:
         return totals_of(self.selfplay)
 
     def state_dict(self) -> dict:

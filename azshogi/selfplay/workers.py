@@ -246,7 +246,7 @@ class WorkerSelfPlay:
             if not pausing and until():
                 pausing = self._pause_all()
 
-    def counters(self) -> SelfPlayTotals:
+    def totals(self) -> SelfPlayTotals:
         """The groups' totals; `network`: the forward passes of this process's one model."""
         return replace(self._totals, network=replace(self.evaluator.stats))
 

@@ -120,11 +120,11 @@ def selfplay_window(driver, seconds: float) -> dict:
     the time split of a searching process, forward passes and positions evaluated; with
     workers, the share of their time with every group waiting (`idle`) and the server's rounds
     (round_timeline)."""
-    before, start = driver.counters(), time.perf_counter()
+    before, start = driver.totals(), time.perf_counter()
     for _ in driver.play(until=lambda: time.perf_counter() - start >= seconds):
         pass
     wall = time.perf_counter() - start
-    done = driver.counters() - before
+    done = driver.totals() - before
     n = driver.processes  # simulator times are summed over the searching processes
     inference, leaves, in_search = done.wait_seconds / n, done.leaf_seconds / n, done.simulator_seconds / n
     server = getattr(driver, "server", None)

@@ -276,7 +276,7 @@ class Loop:
     def selfplay_phase(self, stats: SelfPlayPhaseStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
-        start = self.selfplay.counters()
+        start = self.selfplay.totals()
         timer = Timer()
         progress = self.monitor.start_selfplay(
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
@@ -287,7 +287,7 @@ class Loop:
 
         def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
             nonlocal reached
-            stats.moves = self.selfplay.counters().moves - start.moves
+            stats.moves = self.selfplay.totals().moves - start.moves
             progress.update(stats)
             stop = c.positions_since_checkpoint >= target or self.stop_requested
             if stop and not reached:
@@ -310,7 +310,7 @@ class Loop:
         finally:
             progress.close()
         stats.seconds = timer.elapsed()
-        stats.play = self.selfplay.counters() - start  # times summed over workers
+        stats.play = self.selfplay.totals() - start  # times summed over workers
         stats.driver = self.selfplay.status()
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
 
