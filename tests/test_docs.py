@@ -1,4 +1,4 @@
-"""The documented commands work as written. Every command of README.md and docs/*.md has an
+"""The documented commands work as written. Every command of README.md and docs/**/*.md has an
 entry in COMMANDS, keyed by its exact text: the commands of the fenced ```bash blocks
 (continuation lines joined, comments dropped) and the inline code spans of the prose that are
 commands of this project — a console script with at least one argument (a script's name alone
@@ -50,7 +50,7 @@ from play_helpers import make_tiny_checkpoint
 from azshogi.config import register_configs, to_config
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # docs/experiments/ too
 FAIRY = "/usr/games/fairy-stockfish"
 SCRIPTS = ("azshogi", "azshogi-usi", "azshogi-arena", "azshogi-bench", "azshogi-pretrain", "azshogi-export")
 INLINE_PREFIXES = ("python docs/tools/", "bash docs/tools/", "python -m azshogi", "python -m pytest")
@@ -219,7 +219,7 @@ def _ladder_rated(folder: Path, output: str) -> None:
 
 
 def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: str) -> tuple[str, Run]:
-    """docs/strength.md's 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
+    """docs/experiments' 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
     the engine with `nodes` and the search's OPTIONS (KEY=VALUE), and its entry: played tiny with those options,
     every rung named must have been played."""
     extra = [arg for option in options for arg in ("-a", option)]
@@ -284,21 +284,21 @@ def _png_written(folder: Path, output: str) -> None:
 
 
 
-# docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
+# docs/experiments' 30-minute runs and their last checkpoints (the matches' players)
 STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"),
                  ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"), ("h", "ckpt-00038.pt"),
                  ("i", "ckpt-00035.pt"), ("j", "ckpt-00041.pt"))
 CURVE_CHECKPOINTS = (("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt"))  # 40-game matches of the curves
-MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/strength.md's runs with train.mirror
+MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/experiments' runs with train.mirror
 TWO_HOURS = ("m1", "ckpt-00164.pt")  # and m1's last checkpoint, 2 hours on a quiet machine
-# docs/strength.md's runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
+# docs/experiments' runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
 DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.pt"), ("d2", "ckpt-00081.pt"),
           ("c2", "ckpt-00081.pt"), ("d2", "ckpt-00101.pt"), ("d2", "ckpt-00121.pt"), ("d2", "ckpt-00141.pt"),
           ("d2", "ckpt-00161.pt"), ("d2", "ckpt-00181.pt"))
 DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4",
                 "ckpt-00101.pt": "sf-3", "ckpt-00121.pt": "sf-3", "ckpt-00141.pt": "sf-3,sf-2,sf0",
                 "ckpt-00161.pt": "sf-2,sf0", "ckpt-00181.pt": "sf0"}
-# docs/strength.md's second seed of the 2-hour run (d3): its last checkpoint and its matches (rungs, the engine's nodes)
+# docs/experiments' second seed of the 2-hour run (d3): its last checkpoint and its matches (rungs, the engine's nodes)
 D3 = ("d3", "ckpt-00141.pt")
 D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
@@ -337,7 +337,7 @@ MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
 def _to_141(seed: int, run: str, settings: str) -> str:
-    """docs/strength.md's runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
+    """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
     return (f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints=141 eval.every=0 "
             f"loop.keep_checkpoints=100 {settings}")
 
@@ -346,7 +346,11 @@ DROP = "train.lr_schedule=step train.decay_steps={} train.min_lr_ratio=0.1"  # a
 
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
-    "pip install torch==2.13.0 -e . && azshogi": Skip("installs azshogi; `azshogi` then trains until Ctrl-C"),
+    "python3 -m venv .venv && . .venv/bin/activate": Skip("makes and enters a virtual environment"),
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": Skip("installs PyTorch's CPU build"),
+    **{f"pip install torch==2.13.0 -e . && azshogi +experiment={name}":
+       Skip(f"installs azshogi; then `azshogi +experiment={name}` (its entry below) trains until Ctrl-C")
+       for name in ("cpu", "gpu")},
     'pip install torch==2.13.0 -e ".[test]" && ruff check . && mypy && python -m pytest':
         Skip("the linters and the test suite itself"),
     "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256 device=cuda:0":
@@ -354,16 +358,12 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi --cfg job": Run(),
     "azshogi --help": Skip("test_cli_errors.py::test_help_says_what_the_program_is"),
     "tensorboard --logdir logs": Skip("a web server"),
-    "pip install torch==2.13.0 -e . && azshogi run=gpu model=large":
-        Skip("installs azshogi; `azshogi` then trains a large network until Ctrl-C"),
     "azshogi +experiment=gpu": Check(NEEDS_CUDA),
-    'pip install torch==2.13.0 -e ".[cluster]" && azshogi +cluster=ray cluster.nodes=2':
-        Skip("installs azshogi with Ray; `azshogi +cluster=ray` then trains until Ctrl-C (docs/cluster.md's entry)"),
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=20": Check(BENCH),
     "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/":
         Run(ARENA + ("-a", "nodes=4")),
-    # README.md, inline
+    # README.md, inline (and docs/settings.md's)
     "python -m pytest -m cuda": Skip("needs CUDA: tests/test_cuda.py's tests, which the suite collects and skips "
                                      "without it"),
     "azshogi +experiment=smoke": Run(LOOP + ("loop.max_checkpoints=1",)),
@@ -378,7 +378,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
     # docs/architecture.md, inline
     "python -m azshogi": Skip("trains until Ctrl-C, as `azshogi` does (azshogi/__main__.py calls the same main)"),
-    # docs/strength.md, inline
+    # docs/experiments/, inline
     "azshogi-arena PLAYER ladder": Skip("PLAYER stands for a player; docs/play.md's `azshogi-arena "
                                         "search:... ladder` runs"),
     "azshogi-bench usi": Skip("a subcommand's name; " + USI_BENCH),
@@ -514,7 +514,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-usi --list-options": Run(then=_options_listed),
     "python docs/tools/late_bestmoves.py": Check(TOOL_ARGS.replace("above", "of docs/benchmarks.md")),
     "python docs/tools/engine_profile.py": Check(TOOL_ARGS.replace("above", "of docs/benchmarks.md")),
-    # docs/strength.md
+    # docs/strength.md: measuring a run (its other commands are docs/play.md's), reproducing the figures
+    "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
+        Run(ARENA + ("-a", "nodes=2")),
+    **dict(_ladder_match("myrun", name, rungs, nodes) for name, rungs, nodes in (
+        ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf0", 192))),
+    "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100":
+        Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
+    "azshogi +experiment=gpu seed=5 run=g1 loop.max_checkpoints=58 eval.every=0 loop.keep_checkpoints=100":
+        Check(NEEDS_CUDA),
+    # docs/experiments/: each experiment's commands (the matches' players are tiny checkpoints named in GIVEN)
     f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
@@ -657,12 +666,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "checkpoints/l1/ckpt-00141.pt checkpoints/l2/ckpt-00141.pt":
        Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
        for run in ("d3", "l1", "l2")},
-    # docs/strength.md, inline
+    # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
     'pip install torch==2.13.0 -e ".[cluster]"': Skip("installs azshogi with Ray"),
-    "azshogi +cluster=ray cluster.nodes=2": Check(
-        "starts a Ray instance and trains until Ctrl-C; tests/test_cluster.py::test_every_node_lost_stops_with_one_"
+    "azshogi +cluster=ray cluster.nodes=2 +experiment=smoke run=try-ray": Check(
+        "starts a Ray instance and trains a tiny network for two checkpoints; tests/test_cluster.py::"
+        "test_every_node_lost_stops_with_one_"
         "line_a_good_checkpoint_and_no_ray_process runs it smoke-sized (cluster.address=local, two nodes)"),
     "export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0": Skip("sets the environment of a shell that starts Ray"),
     "ray get-auth-token --generate": Skip("writes the user's token file (~/.ray/auth_token)"),
@@ -769,7 +779,8 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 
 
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
-GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
+GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt-00141.pt"), ("cpu", "ckpt-00048.pt"),
+         ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN)
@@ -801,7 +812,7 @@ def _scratch(folder: Path, commands: list[str]) -> Path:
                 "random": {"wins": 19, "losses": 1, "draws": 0}, "greedy": {"wins": c, "losses": 20 - c, "draws": 0},
                 "previous": {"wins": 10, "losses": 10, "draws": 0}}} for c in (5, 10, 15)]
             (evals / "ratings.json").write_text(json.dumps(history))
-    if "docs/strength-matches.json" in text:  # the matches as docs/strength.md keeps them
+    if "docs/strength-matches.json" in text:  # the matches as docs/experiments/ keep them
         (folder / "docs").mkdir(exist_ok=True)
         shutil.copy(ROOT / "docs" / "strength-matches.json", folder / "docs")
     (folder / "home").mkdir(exist_ok=True)
@@ -843,12 +854,16 @@ def _run_or_check(command: str, home: Path, capsys, monkeypatch) -> Optional[str
     return None
 
 
-@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS])
+def _runs_here(doc: Path) -> list[str]:
+    """The commands of `doc` its test runs or checks: each once, none with a Skip entry or a test of its own."""
+    return [c for c in dict.fromkeys(documented_commands(doc))
+            if not isinstance(COMMANDS.get(c), Skip) and not _needs(c)]
+
+
+# the docs with such commands (docs/architecture.md, say, has none: its one command is a Skip)
+@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS if _runs_here(p)])
 def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch):
-    commands = [c for c in dict.fromkeys(documented_commands(ROOT / doc))  # a repeated command runs once
-                if not isinstance(COMMANDS.get(c), Skip) and not _needs(c)]
-    if not commands:
-        pytest.skip(f"{doc}: every command has a Skip entry or a test of its own")
+    commands = _runs_here(ROOT / doc)
     home = _scratch(tmp_path, commands)
     monkeypatch.chdir(tmp_path)
     failed = [f for f in (_run_or_check(c, home, capsys, monkeypatch) for c in commands) if f]
