@@ -430,7 +430,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("a benchmark (minutes); test_bench_checkpoint.py::test_the_checkpoint_benchmark_runs runs the tool "
              "smoke-sized"),
     "PYTHONPATH=/tmp/azshogi-9d6d736 python docs/tools/bench_checkpoint.py --repeats 3": Skip(OLD_ENGINE),
-    "python docs/tools/first_minute.py": Run(("--seconds", "300", *LOOP, "loop.max_checkpoints=1"),
+    "python docs/tools/first_minute.py": Run(("--seconds", "300", *LOOP, "model=tiny", "loop.max_checkpoints=1"),
                                              then=_first_minute_seen),
     "git archive 9d6d736 | tar -x -C /tmp/azshogi-main": Skip(OLD_ENGINE),
     'MAIN="env PYTHONPATH=/tmp/azshogi-main python -m azshogi.commands.usi"': Skip(OLD_ENGINE),
