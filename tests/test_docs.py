@@ -352,15 +352,14 @@ DROP = "train.lr_schedule=step train.decay_steps={} train.min_lr_ratio=0.1"  # a
 
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
-    "python3 -m venv .venv && . .venv/bin/activate": Skip("makes and enters a virtual environment"),
     "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": Skip("installs PyTorch's CPU build"),
     **{f"pip install torch==2.13.0 -e . && azshogi +experiment={name}":
        Skip(f"installs azshogi; then `azshogi +experiment={name}` (its entry below) trains until Ctrl-C")
        for name in ("cpu", "gpu")},
     'pip install torch==2.13.0 -e ".[test]" && ruff check . && mypy && python -m pytest':
         Skip("the linters and the test suite itself"),
-    "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256 device=cuda:0":
-        Check(NEEDS_CUDA),
+    "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256":
+        Check("trains a medium network until Ctrl-C"),
     "azshogi --cfg job": Run(),
     "azshogi --help": Skip("test_cli_errors.py::test_help_says_what_the_program_is"),
     "tensorboard --logdir logs": Skip("a web server"),
