@@ -163,8 +163,8 @@ def _late_bestmoves_counted(folder: Path, output: str) -> None:
     """late_bestmoves.py: each move of its game timed, the late ones counted (the engine's
     timing itself: test_usi_engine.py::test_answers_within_its_time)."""
     moves = re.findall(r"^move +(\d+) ply +\d+: \S+ +after +\d+ ms( LATE)?$", output, re.M)
-    late = re.search(r"^byoyomi 400 ms, 3 moves: (\d) late; go -> bestmove median \d+ ms, max \d+ ms$", output, re.M)
-    assert [int(n) for n, _ in moves] == [1, 2, 3] and late, output
+    late = re.search(r"^byoyomi 200 ms, 2 moves: (\d) late; go -> bestmove median \d+ ms, max \d+ ms$", output, re.M)
+    assert [int(n) for n, _ in moves] == [1, 2] and late, output
     assert int(late.group(1)) == sum(bool(x) for _, x in moves), output
 
 
@@ -441,7 +441,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "PYTHONPATH=/tmp/azshogi-main python docs/tools/engine_profile.py --nodes 4000 --batch 8 32 256 --repeats 3":
         Skip(OLD_ENGINE),
     "python docs/tools/late_bestmoves.py --model 10x192 --byoyomi 1000 --moves 50 --option BatchSize=32 "
-    "--option Threads=1": Run(("--model", "1x16", "--byoyomi", "400", "--moves", "3"), then=_late_bestmoves_counted),
+    "--option Threads=1": Run(("--model", "1x16", "--byoyomi", "200", "--moves", "2"), then=_late_bestmoves_counted),
     "python docs/tools/late_bestmoves.py --model 10x192 --byoyomi 3000 --moves 50 --option BatchSize=32 "
     "--option Threads=1": Check(TOOL_ARGS),
     'python docs/tools/late_bestmoves.py ... --engine "$MAIN"': Skip(OLD_ENGINE),
@@ -689,8 +689,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +cluster=ray cluster.address=auto cluster.nodes=4 cluster.node_gpus=1 cluster.node_cpus=16 "
     "model=large run=big": Check("needs a Ray cluster of GPU machines; tests/test_cluster.py runs the cluster's "
                                  "self-play on a cluster of this machine"),
-    "python docs/tools/cluster_bench.py": Run(("--window", "0.5", "--repeats", "1", "--nodes", "2", "model=tiny",
-                                               "rules.max_plies=40",
+    "python docs/tools/cluster_bench.py": Run(("--window", "0.2", "--repeats", "1", "--nodes", "2", "model=tiny",
+                                               "rules.max_plies=20",
                                                "selfplay.num_actors=16", "search.num_simulations=4",
                                                "search.max_num_considered_actions=4"), then=_cluster_measured),
     "python docs/tools/cluster_bench.py --repeats 5": Check(TOOL_ARGS),
