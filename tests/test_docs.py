@@ -13,7 +13,9 @@ names it), `python docs/tools/...`, `bash docs/tools/...`, `python -m azshogi...
   only in what the test replaces anyway — the checkpoint a player names (a tiny one either way),
   a match's records folder, the arguments `extra` overrides (`--games 100`, `-a nodes=64`), the
   values of a network player's other options (`-a softmax=3`: each given to that player on a
-  tiny checkpoint) — run as the first of them in the docs' order, README.md's first (TWIN_OF).
+  tiny checkpoint), the ladder's rungs to play (`--rungs sf-4,sf0`: each looked up on the
+  ladder) — run as one of them: of those naming the most rungs, the first in the docs' order,
+  README.md's first (TWIN_OF).
   `then` checks what it printed or wrote. Console scripts run in this process, `python docs/tools/...` and
   `bash docs/tools/...` as processes (bash with a stand-in azshogi-bench first on PATH that
   records its arguments, which are then composed as a Check's). A command that needs
@@ -842,8 +844,18 @@ def _twin_shape(command: str) -> Optional[tuple]:
         if words[i] == "-a" and i + 1 < len(words) and NETWORK_PLAYER.match(words[1]):  # its value: given to the
             out.append(words[i + 1].partition("=")[0] + "=")  # player by test_every_twin_runs_as_its_first_twin
             i += 1
+        elif words[i] == "--rungs" and i + 1 < len(words):  # rungs looked up there
+            i += 1
         i += 1
-    return tuple(out), entry.extra, entry.fill, repr(entry.then), entry.needs
+    then = entry.then.func if isinstance(entry.then, functools.partial) and entry.then.func is _ladder_played \
+        else entry.then  # (the rungs it checks for are the command's)
+    return tuple(out), entry.extra, entry.fill, repr(then), entry.needs
+
+
+def _rungs(command: str) -> Optional[str]:
+    """An arena command's --rungs value."""
+    words = shlex.split(command)
+    return next((words[i + 1] for i in range(len(words) - 1) if words[i] == "--rungs"), None)
 
 
 def _a_options(command: str) -> dict:
@@ -856,14 +868,15 @@ NETWORK_PLAYER = re.compile(r"^(search|gumbel|policy):checkpoints/")
 
 
 def _twins() -> dict[str, str]:
-    """Each Run command that has a twin before it in the docs' order -> that first twin."""
-    first: dict[tuple, str] = {}
-    out = {}
-    for command in (c for path in DOCS for c in documented_commands(path)):
+    """Each Run command that has a twin -> the twin that runs: of those naming the most rungs, the first in the
+    docs' order."""
+    groups: dict[tuple, list[str]] = {}
+    for command in dict.fromkeys(c for path in DOCS for c in documented_commands(path)):
         shape = _twin_shape(command)
         if shape is not None:
-            out[command] = first.setdefault(shape, command)
-    return {command: twin for command, twin in out.items() if command != twin}
+            groups.setdefault(shape, []).append(command)
+    runs = {shape: max(group, key=lambda c: len((_rungs(c) or "").split(","))) for shape, group in groups.items()}
+    return {command: runs[shape] for shape, group in groups.items() for command in group if command != runs[shape]}
 
 
 def _needs(command: str) -> str:
@@ -937,7 +950,9 @@ def test_documented_commands_that_need_another_program(command, tmp_path, capsys
 
 def test_every_twin_runs_as_its_first_twin(tmp_path):
     """A command left out as a twin is run through the first of its twins, which runs in a test here;
-    where its network player's options differ from that twin's, the player takes them."""
+    where its network player's options differ from that twin's, the player takes them; where its
+    rungs differ, each is a rung of the ladder."""
+    from azshogi.play.ladder import rung
     from azshogi.play.players import make_player
     from azshogi.shogi.rules import Rules
 
@@ -951,6 +966,9 @@ def test_every_twin_runs_as_its_first_twin(tmp_path):
     assert given, "no twin differs in its options: this part of the test checks nothing"
     for kind, options in sorted(given):
         make_player(f"{kind}:{tmp_path / 'tiny.pt'}", json.loads(options), rules=Rules(), device="cpu").close()
+    named = {name for c, twin in TWIN_OF.items() if _rungs(c) != _rungs(twin) for name in _rungs(c).split(",")}
+    assert len(named) > 1, "no twin differs in its rungs: this part of the test checks nothing"
+    assert all(rung(name).name == name for name in named)
 
 
 def test_the_windows_launcher_command_writes_a_bat_that_starts_the_engine(tmp_path, capsys, monkeypatch):
