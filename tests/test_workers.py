@@ -323,7 +323,12 @@ def children(pid: int) -> list[int]:
 
 
 def start_cli(tmp_path, *overrides):
-    args = [sys.executable, "-m", "azshogi", *TINY, "run=w", "selfplay.num_workers=2", *overrides]
+    """The `azshogi` console script as a user starts it (`python -m azshogi` where it is not installed)."""
+    import shutil
+
+    script = shutil.which("azshogi", path=str(Path(sys.executable).parent))
+    command = [sys.executable, script] if script else [sys.executable, "-m", "azshogi"]
+    args = [*command, *TINY, "run=w", "selfplay.num_workers=2", *overrides]
     return subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -345,6 +350,9 @@ def test_sigterm_with_workers_ends_with_a_checkpoint_and_leaves_nothing(tmp_path
     wait_for(lambda: (run_dir / "ckpt-00001.pt").exists(), proc)
     helpers = children(proc.pid)
     assert len(workers_of(proc.pid)) == 2
+    # A worker searches without torch (its start-up and about 0.2-0.5 GB each): spawn imports
+    # the console script again, which imports nothing heavy before its main() runs.
+    assert not any(b"libtorch" in Path(f"/proc/{w}/maps").read_bytes() for w in workers_of(proc.pid))
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

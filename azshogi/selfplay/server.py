@@ -34,7 +34,6 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from azshogi.nn.leaf_network import wire_name
 from azshogi.shogi import features
 from azshogi.shogi.network_io import WIRE_BYTES, EvaluatorTotals, LeafBatch, to_float32
 
@@ -316,6 +315,8 @@ class InferenceServer:
     the next one grows."""
 
     def __init__(self, evaluator, rows: Iterable[int], max_batch: int, wait_s: float, depth: int = 2):
+        from azshogi.nn.leaf_network import wire_name  # here: the clients' processes need no torch
+
         self.evaluator, self.runner = evaluator, evaluator.runner
         self.wire = wire_name(self.runner.wire)
         self.rows = list(rows)

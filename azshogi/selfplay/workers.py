@@ -52,15 +52,17 @@ import time
 import traceback
 import weakref
 from dataclasses import replace
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-from azshogi.nn.evaluator import LocalEvaluator
 from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import PlayoutCap
 from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, groups_per_worker, totals_of
 from azshogi.selfplay.server import ClientHandle, ClientLost, IdleClock, InferenceServer, ServerGone
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.rules import Rules
+
+if TYPE_CHECKING:  # the main process's; a worker never imports torch (start-up, and ~0.5 GB each)
+    from azshogi.nn.evaluator import LocalEvaluator
 
 STARTUP_TIMEOUT_S = 300.0  # spawn, import torch and build the search, on a busy machine
 ANSWER_TIMEOUT_S = 300.0  # a worker's answer to "state" or "load"
@@ -87,9 +89,6 @@ def worker_main(handles: list[ClientHandle], search_config, rules: Rules, group_
     its own pipe until "stop"; exits with 1 if a group failed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group;
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the main process stops us after its checkpoint
-    import torch
-
-    torch.set_num_threads(1)
     idle = IdleClock(len(handles))
     codes = [0] * len(handles)
 
@@ -195,7 +194,7 @@ class WorkerSelfPlay:
     rows_per_actor: leaves per actor in one forward pass (PUCT's leaves_per_step). groups: games
     groups per worker (at most the smallest worker's games)."""
 
-    def __init__(self, evaluator: LocalEvaluator, search_config, rules: Rules, num_actors: int, num_workers: int,
+    def __init__(self, evaluator: "LocalEvaluator", search_config, rules: Rules, num_actors: int, num_workers: int,
                  seed: int = 0, min_policy_prob: float = 1e-4, rows_per_actor: int = 1, max_batch: int = 0,
                  wait_s: float = 0.002, worker_timeout_s: float = WORKER_TIMEOUT_S,
                  playout_cap: PlayoutCap = PlayoutCap(), first_game_id: int = 0, groups: int = 1):
