@@ -328,21 +328,29 @@ class Loop:
             write_kif(self.paths.kif(self.counters.checkpoints + 1, game.game_id), game.record, ("azshogi", "azshogi"))
 
     def train_phase(self) -> TrainPhaseStats:
+        """Optimizer steps on batches of the replay window, with the losses read back every
+        train.log_every steps (and at the end), where TensorBoard gets them."""
         cfg, c, stats = self.cfg, self.counters, TrainPhaseStats()
         steps = cfg.loop.steps_per_checkpoint
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
+        loss: dict[str, str] = {}
         with self.clock.phase("train"):
             while c.phase_steps < steps and not self.stop_requested:
                 batch = self.replay.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror)
-                metrics = self.trainer.step(batch)
+                self.trainer.step(batch)
                 c.phase_steps += 1
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
-                stats.add(metrics)
                 if c.train_steps % cfg.train.log_every == 0:
-                    self.monitor.train_step(c.train_steps, metrics, self.trainer.skipped)
-                self.monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
+                    metrics = self.trainer.read_back()
+                    for m in metrics:
+                        stats.add(m)
+                    self.monitor.train_step(c.train_steps, metrics[-1], self.trainer.skipped)
+                    loss = {"loss": f"{metrics[-1].policy_loss:.3f}/{metrics[-1].value_loss:.3f}"}
+                self.monitor.advance(1, **loss)
+            for m in self.trainer.read_back():
+                stats.add(m)
         stats.seconds = timer.elapsed()
         self.monitor.close_bar()
         return stats
