@@ -40,6 +40,14 @@ class ValueLoss(str, Enum):
     mse = "mse"
 
 
+class ReplayWindow(str, Enum):
+    """Where training batches are assembled (train/device_replay.py)."""
+
+    auto = "auto"  # device on CUDA when the window takes at most a quarter of its memory, else host
+    host = "host"  # on the CPU from the replay buffer, each batch's planes decoded from the positions
+    device = "device"  # the window kept on the training device, batches sampled and expanded there
+
+
 class Dtype(str, Enum):
     auto = "auto"  # bf16 on CPUs with bf16 support and on CUDA, else fp32
     fp32 = "fp32"
@@ -155,7 +163,9 @@ class TrainConfig:
     amp: bool = True  # mixed precision on CUDA (fp16 with loss scaling)
     cpu_bf16: bool = False  # bf16 autocast for training on the CPU
     max_consecutive_skips: int = 20  # non-finite steps in a row before the run stops
-    log_every: int = 10  # training steps between TensorBoard points
+    log_every: int = 10  # training steps between TensorBoard points (and losses read back from the device)
+    # where batches are assembled: auto, host, device (train/device_replay.py)
+    replay_window: ReplayWindow = ReplayWindow.auto
 
 
 @dataclass
