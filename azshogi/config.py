@@ -237,6 +237,8 @@ class BenchConfig:
     network: BenchNetwork = BenchNetwork.real
     fake_clients: int = 0  # > 0: the inference server alone, fed by this many clients (no search)
     plies: List[int] = field(default_factory=list)  # per-move cost at these game lengths (in process)
+    train: bool = False  # the training step instead of self-play (train/train_bench.py)
+    train_positions: int = 10_000  # bench.train: positions of random games in the replay window
 
 
 @dataclass
@@ -367,6 +369,7 @@ def validate(cfg: Config) -> Config:
     _check(b.repeats >= 1, "bench.repeats", "must be >= 1", b.repeats)
     _check(b.fake_clients >= 0, "bench.fake_clients", "must be >= 0", b.fake_clients)
     _check(all(p >= 0 for p in b.plies), "bench.plies", "must be numbers of plies >= 0", b.plies)
+    _check(b.train_positions >= 1, "bench.train_positions", "must be >= 1", b.train_positions)
     _check_data_files(rp.seed_files, "replay.seed_files")
     pt = cfg.pretrain
     _check_data_files(pt.train_files, "pretrain.train_files")
