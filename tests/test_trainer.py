@@ -138,6 +138,18 @@ def test_a_finite_loss_with_overflowing_gradients_is_skipped_and_lowers_the_scal
     assert trainer.scaler.get_scale() == 2.0 ** 127 * trainer.scaler.get_backoff_factor()
 
 
+@pytest.mark.parametrize("clip", [1e-3, 0.0])
+def test_gradients_are_clipped_to_the_norm_asked(tiny_net, clip):
+    cfg = TrainConfig(optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0, warmup_steps=0, grad_clip=clip)
+    before = {k: v.clone() for k, v in tiny_net.named_parameters()}
+    metrics = step(Trainer(tiny_net, cfg, torch.device("cpu")), fixed_batch())
+    moved = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.detach() - before[k])
+                                                  for k, p in tiny_net.named_parameters()]))
+    assert metrics.grad_norm > 0.01  # the norm before clipping
+    # plain SGD at lr 1 moves the weights by the (clipped) gradient
+    assert float(moved) == pytest.approx(clip if clip else metrics.grad_norm, rel=1e-3)
+
+
 # --- at the device's pace: no host synchronisation in a step, one per read-back ---
 
 @pytest.mark.parametrize("optimizer,grad_clip", [("sgd", 10.0), ("adamw", 0.0)])

@@ -148,10 +148,10 @@ class Trainer:
         poison = torch.where(loss_finite, 1.0, math.nan)
         (self.scaler.scale(loss) * poison).backward()
         self.scaler.unscale_(optimizer)
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        grad_norm = torch.nn.utils.get_total_norm(grads)
+        params = [p for p in model.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
         if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grads_with_norm_(grads, cfg.grad_clip, grad_norm)
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, grad_norm)  # the parameters' .grad
         ok = loss_finite & torch.isfinite(grad_norm)
         optimizer.found_inf = (~ok).float()  # type: ignore[attr-defined]  # the fused kernels skip on 1
         optimizer.step()
