@@ -141,7 +141,7 @@ def test_a_finite_loss_with_overflowing_gradients_is_skipped_and_lowers_the_scal
 @pytest.mark.parametrize("clip", [1e-3, 0.0])
 def test_gradients_are_clipped_to_the_norm_asked(tiny_net, clip):
     cfg = TrainConfig(optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0, warmup_steps=0, grad_clip=clip)
-    before = {k: v.clone() for k, v in tiny_net.named_parameters()}
+    before = {k: v.detach().clone() for k, v in tiny_net.named_parameters()}
     metrics = step(Trainer(tiny_net, cfg, torch.device("cpu")), fixed_batch())
     moved = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.detach() - before[k])
                                                   for k, p in tiny_net.named_parameters()]))
