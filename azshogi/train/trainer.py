@@ -149,7 +149,7 @@ class Trainer:
         (self.scaler.scale(loss) * poison).backward()
         self.scaler.unscale_(optimizer)
         params = [p for p in model.parameters() if p.grad is not None]
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, grad_norm)  # the parameters' .grad
         ok = loss_finite & torch.isfinite(grad_norm)
