@@ -143,6 +143,6 @@ class DeviceReplay:
             x1 = torch.where(flip[:, None, None, None], x1.flip(-2), x1)
             labels = torch.where(flip[rows], self.mirror_labels[labels], labels)
         policy = torch.zeros((n, features.NUM_LABELS), dtype=torch.float32, device=self.device)
-        policy.index_put_((rows, labels), self.probs[where].float(), accumulate=True)
+        policy.view(-1).index_add_(0, rows * features.NUM_LABELS + labels, self.probs[where].float())
         policy /= policy.sum(dim=1, keepdim=True).clamp_min(1e-12)
         return Batch(x1, x2, policy, self.results[s].float(), self.root_values[s].float())
