@@ -9,6 +9,7 @@ from test_replay import make_game
 from azshogi.config import ReplayWindow, TrainConfig
 from azshogi.nn.host_sync import HostSyncCounter
 from azshogi.shogi.game_record import TrainingPositions
+from azshogi.train import device_replay
 from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.loop import Loop
 from azshogi.train.replay import ReplayBuffer
@@ -35,7 +36,8 @@ def assert_same_batch(device_batch, host_batch):
     assert torch.equal(device_batch.root_value, torch.from_numpy(host_batch.root_value))
 
 
-def test_the_device_window_samples_what_the_host_samples(games):
+def test_the_device_window_samples_what_the_host_samples(games, monkeypatch):
+    monkeypatch.setattr(device_replay, "DECODE_CHUNK", 7)  # positions decoded in several chunks
     # 25 positions and 3 policy entries each of room: both rings wrap and evict as games arrive.
     buffer = ReplayBuffer(capacity=25, entries_per_position=3)
     replay = DeviceReplay(buffer, CPU)

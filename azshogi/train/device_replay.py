@@ -88,14 +88,18 @@ class DeviceReplay:
         if self._end == b.end and self._entry_end == b.entry_end:
             return
         start = max(self._end, b.begin)
+        # One set of buffers for every chunk (make_input_features writes every plane): fresh
+        # ones would cost four times the decoding in page faults.
+        chunk = min(DECODE_CHUNK, b.end - start)
+        f1, f2 = features.allocate(chunk)
+        packed = np.empty((chunk, features.PACKED_BYTES), np.uint8)
         for first in range(start, b.end, DECODE_CHUNK):
             slots = np.arange(first, min(first + DECODE_CHUNK, b.end)) % b.capacity
-            f1, f2 = features.allocate(len(slots))
+            n = len(slots)
             features.write_from_hcps(b.hcps[slots], f1, f2, self._board)
-            packed = np.empty((len(slots), features.PACKED_BYTES), np.uint8)
-            features.pack(f1, f2, packed)
+            features.pack(f1[:n], f2[:n], packed[:n])
             index = self._to_device(slots)
-            self.packed[index] = self._to_device(packed)
+            self.packed[index] = self._to_device(packed[:n])
             self.results[index] = self._to_device(b.results[slots])
             self.root_values[index] = self._to_device(b.root_values[slots])
             self.entry_start[index] = self._to_device(b.entry_start[slots])

@@ -6,7 +6,8 @@ network and trainer as a new run would (train/run_state.py) and a replay window 
 position; each position with a policy target over up to 32 of its legal moves, a result and a
 root value drawn at random: what a batch costs does not depend on what it teaches). Where
 train.replay_window puts the window on the device, the positions are copied there first
-(`upload_us_per_position`: decoding and copying, once per position in a run). Then it
+(`upload_us_per_position`: decoding and copying, once per position in a run, with the window's
+allocation on the device spread over them). Then it
 alternates windows of `bench.seconds` (medians over `bench.repeats`, after `bench.warmup_seconds`
 of the loop's steps) of:
 
