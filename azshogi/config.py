@@ -103,6 +103,9 @@ class InferenceConfig:
     channels_last: bool = True
     fold_batchnorm: bool = True  # evaluate a batch-norm-folded form, refreshed when weights change
     compile: bool = False  # torch.compile on padded batch shapes (slow first start, faster after)
+    # with compile on CUDA: replay each batch bucket's forward pass as a captured CUDA graph
+    # (torch.compile's reduce-overhead mode): no per-op launch cost on the host
+    cuda_graphs: bool = False
     compile_cache: str = "~/.cache/azshogi/inductor"  # persistent compile cache
 
 
@@ -119,6 +122,10 @@ class SelfPlayConfig:
     num_workers: int = -1
     server_max_batch: int = 0  # largest forward pass of the inference server; 0 = all actors' leaves
     server_wait_ms: float = 2.0  # how long a partial batch waits for more requests from searching workers
+    # Groups of games each worker process keeps, searched in turn by threads: one group searches
+    # while another's leaves are on the device, so neither the worker nor the device waits for
+    # the other (1: the worker's games in lockstep with the forward passes). At most a worker's games.
+    worker_groups: int = 2
     # Playout-cap randomization (KataGo): each move, with this probability (drawn from the game's
     # own random stream), gets a cheap search of `cheap_simulations` and is played but recorded
     # as no training position; the other moves get the full search and are recorded. 0 = off.
@@ -225,6 +232,7 @@ class ClusterConfig:
 class BenchNetwork(str, Enum):
     real = "real"
     instant = "instant"  # answers without the network: what everything around it costs
+    delay = "delay"  # answers after bench.delay_ms without holding the GIL: a GPU as a CPU can imitate it
 
 
 @dataclass
@@ -237,6 +245,7 @@ class BenchConfig:
     network: BenchNetwork = BenchNetwork.real
     fake_clients: int = 0  # > 0: the inference server alone, fed by this many clients (no search)
     plies: List[int] = field(default_factory=list)  # per-move cost at these game lengths (in process)
+    delay_ms: float = 5.0  # bench.network=delay: the stand-in's time per forward pass, whatever the batch
     train: bool = False  # the training step instead of self-play (train/train_bench.py)
     train_positions: int = 10_000  # bench.train: positions of random games in the replay window
 
@@ -326,6 +335,7 @@ def validate(cfg: Config) -> Config:
     _check(sp.server_max_batch >= 0, "selfplay.server_max_batch", "must be >= 0 (0 = all actors' leaves)",
            sp.server_max_batch)
     _check(sp.server_wait_ms >= 0, "selfplay.server_wait_ms", "must be >= 0", sp.server_wait_ms)
+    _check(sp.worker_groups >= 1, "selfplay.worker_groups", "must be >= 1", sp.worker_groups)
     _check(0 <= sp.cheap_search_prob < 1, "selfplay.cheap_search_prob", "must be in [0, 1) (0 = off)",
            sp.cheap_search_prob)
     _check(sp.cheap_simulations >= 1, "selfplay.cheap_simulations", "must be >= 1", sp.cheap_simulations)
@@ -369,6 +379,7 @@ def validate(cfg: Config) -> Config:
     _check(b.repeats >= 1, "bench.repeats", "must be >= 1", b.repeats)
     _check(b.fake_clients >= 0, "bench.fake_clients", "must be >= 0", b.fake_clients)
     _check(all(p >= 0 for p in b.plies), "bench.plies", "must be numbers of plies >= 0", b.plies)
+    _check(b.delay_ms > 0, "bench.delay_ms", "must be > 0", b.delay_ms)
     _check(b.train_positions >= 1, "bench.train_positions", "must be >= 1", b.train_positions)
     _check_data_files(rp.seed_files, "replay.seed_files")
     pt = cfg.pretrain

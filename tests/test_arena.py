@@ -18,9 +18,9 @@ from azshogi.play.players import (
     Player,
     RandomPlayer,
     UsiPlayer,
-    make_player,
     material_gain,
 )
+from azshogi.play.specs import make_player
 from azshogi.shogi.rules import Rules, Termination
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -96,7 +96,7 @@ def test_engine_search_player_with_a_node_budget(checkpoint):
     rules = Rules(max_plies=10)
     engine = make_player(f"search:{checkpoint}", {"nodes": "8", "batch": "4", "mate": "0"}, rules=rules,
                          max_games=2, dtype="fp32")
-    assert engine.search.batch_size == 4 and engine.nodes == 8
+    assert engine.search.batch_size == 4 and engine.match_nodes() == 8
     result = play_match(engine, GreedyPlayer(), 2, rules=rules, in_flight=2, progress=False)
     check_consistent(result, 2)
     with pytest.raises(ValueError, match="unknown option depth"):
@@ -195,12 +195,12 @@ def test_search_player_plays_a_mate_found_at_the_root():
     from conftest import uniform_evaluator
 
     from azshogi.config import Config, SearchConfig
-    from azshogi.play.engine import EngineSettings
-    from azshogi.play.players import GumbelPlayer, SearchPlayer, Turn
+    from azshogi.play.engine import Engine, EngineSettings
+    from azshogi.play.players import GumbelPlayer, Turn
     from azshogi.shogi.rules import Rules
 
     board = cshogi.Board("4k4/9/4P4/9/9/9/9/9/4K4 b G 1")
-    for player in (SearchPlayer(uniform_evaluator(), Config(), EngineSettings(nodes=1), 1),
+    for player in (Engine(uniform_evaluator(), Config(), EngineSettings(nodes=1, policy_temperature=1.0)),
                    GumbelPlayer(uniform_evaluator(), SearchConfig(num_simulations=1), Rules(), 1)):
         player.new_game(0)
         (choice,) = player.choose([Turn(game=0, board=board, ply=0, start_sfen=board.sfen(), moves=[])])
@@ -295,3 +295,19 @@ def test_piped_the_command_draws_no_bar(capsys):
     out, err = capsys.readouterr()
     assert err == "" and "\r" not in out
     assert out.splitlines()[0].startswith("greedy vs random: W-L-D ")
+
+
+def test_the_ladder_says_up_front_how_much_it_will_play(capsys):
+    arena.main(["random", "ladder", "--rungs", "random,greedy", "--games", "2", "--quiet", "--max-plies", "20"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ladder: 2 rungs x 2 games = 4 games, in this order: random, greedy; every rung is "
+                               "played whatever the results before it"), lines
+    assert len([line for line in lines if " vs " in line]) == 2 and lines[-1].startswith("{")
+
+
+def test_mate_means_one_thing_per_player_kind():
+    """`mate` is df-pn nodes (search:, the engine's MateSearchNodes); gumbel:'s plies are `mate_plies`."""
+    with pytest.raises(ValueError, match=r"unknown option mate \(it takes simulations, considered, mate_plies"):
+        make_player("gumbel:x.pt", {"mate": "3"}, rules=Rules())
+    with pytest.raises(ValueError, match="mate='0.5': takes an integer in"):
+        make_player("search:x.pt", {"mate": "0.5"}, rules=Rules())

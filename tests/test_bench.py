@@ -20,6 +20,29 @@ def test_bench_prints_a_json_last_line(tmp_path):
     assert abs(result["efficiency"] - result["selfplay_nn_evals_per_s"] / result["nn_positions_per_s"]) < 0.002
 
 
+def test_two_groups_a_worker_queue_a_batch_behind_the_running_one(tiny_config):
+    """With the delay network (a device that takes 20 ms a batch, far longer than the tiny
+    search), one group's batch waits behind the other's on the device; in lockstep (one group)
+    a worker's next batch only comes after its answer. Efficiency = evaluations / the bound."""
+    import io
+
+    from azshogi.train.bench import run
+
+    results = {}
+    for groups in (2, 1):
+        cfg = tiny_config("selfplay.num_workers=1", f"selfplay.worker_groups={groups}", "device=cpu",
+                          "bench.network=delay", "bench.delay_ms=20", "bench.seconds=0.6",
+                          "bench.warmup_seconds=0.3", "bench.repeats=1")
+        results[groups] = run(cfg, out=io.StringIO())
+    two, one = results[2], results[1]
+    assert two["batch"] == 3 and one["batch"] == 6  # a forward pass: a group's games
+    assert two["timeline_ms"]["queued_behind"] > 0.8 and one["timeline_ms"]["queued_behind"] == 0
+    assert two["timeline_ms"]["device"] >= 19.5  # the stand-in slept
+    for result in (two, one):
+        assert abs(result["efficiency"] - result["selfplay_nn_evals_per_s"] / result["nn_positions_per_s"]) < 0.002
+        assert 0 <= result["workers_idle"] <= 1
+
+
 def run_bench(tmp_path, *overrides):
     proc = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", *TINY, "bench.seconds=0.3",
                            "bench.warmup_seconds=0.3", "bench.repeats=1", *overrides],

@@ -96,3 +96,41 @@ def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_w
                 plain({k: v for k, v in old.items() if k != "config"}), "rewritten")
     counters = train(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)
     assert counters.checkpoints == 2 and counters.games > old["counters"]["games"]
+
+
+def test_a_runs_files_are_as_readable_as_the_umask_lets_any_file_be(tmp_path):
+    """A copied run is readable by another account (a GUI's) where the user's files are: a
+    checkpoint and the network alone get the mode open() would give, not 0600."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = ckpt.save({"model": {}, "config": {}}, tmp_path / checkpoint_name(1, partial=False), keep=3)
+        alone = ckpt.save_network(ckpt.load(path), path, tmp_path / "net.pt")
+        assert [stat.S_IMODE(p.stat().st_mode) for p in (path, alone)] == [0o644, 0o644]
+        os.umask(0o077)  # a user who keeps files private gets private checkpoints
+        path = ckpt.save({"model": {}, "config": {}}, tmp_path / checkpoint_name(2, partial=False), keep=3)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_config, tmp_path):
+    from azshogi.train.loop import train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1", "loop.max_checkpoints=1")
+    train(tiny_config(*small), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    newest = run / "ckpt-00002.pt"
+    newest.write_bytes((run / "ckpt-00001.pt").read_bytes()[:1000])  # cut short, as by a disk that failed
+    with pytest.raises(ckpt.CheckpointError) as error:
+        train(tiny_config(*small), show_progress=False)
+    assert str(error.value) == (f"cannot read {newest}: not an azshogi checkpoint (a .pt file that azshogi wrote), "
+                                f"or a damaged one; to resume from the checkpoint before it, add "
+                                f"resume={run / 'ckpt-00001.pt'} to the command (or move ckpt-00002.pt away)")
+    counters = train(tiny_config(*small, f"resume={run / 'ckpt-00001.pt'}"), show_progress=False)
+    assert counters.checkpoints == 1 and counters.train_steps == 1  # resumed (and at its limit)
+    (run / "ckpt-00001.pt").unlink()  # nothing before the damaged file: the error alone
+    with pytest.raises(ckpt.CheckpointError, match="or a damaged one$"):
+        train(tiny_config(*small), show_progress=False)

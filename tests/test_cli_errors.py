@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import sys
+from pathlib import Path
 
 import pytest
 from hydra.core.global_hydra import GlobalHydra
@@ -157,3 +158,51 @@ def test_a_file_error_during_a_run_ends_in_one_line(capsys, monkeypatch, tmp_pat
     code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", body, "x"), ["device=cpu"])
     assert code == 2
     assert err == "azshogi: error: checkpoints/default/ckpt-00003.pt: No space left on device\n"
+
+
+def test_writing_into_a_folder_that_cannot_be_written_ends_in_one_line(capsys, monkeypatch, tmp_path):
+    """azshogi-export's three outputs and azshogi-usi's launcher, into a read-only folder and
+    below a file: one line naming what was to be written, exit 2, nothing left behind."""
+    import numpy as np
+    import torch
+    from interop_helpers import CHECKMATE, play_script
+
+    from azshogi.commands import usi
+    from azshogi.config import Config, to_plain
+    from azshogi.formats import files
+    from azshogi.formats.dlshogi import Hcpe3Writer
+    from azshogi.nn.network import build
+    from azshogi.shogi.rules import Rules
+
+    config = to_plain(Config())
+    config["model"].update(blocks=1, channels=8, value_hidden=8)
+    network = tmp_path / "net.pt"
+    torch.save({"model": build(1, 8, 8).state_dict(), "config": config}, network)
+    writer = Hcpe3Writer()
+    writer.add(play_script(*CHECKMATE, Rules(max_plies=320), np.random.default_rng(0)))
+    writer.flush(tmp_path / "games.hcpe3")
+    (tmp_path / "afile").write_text("")
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    mkstemp = files.tempfile.mkstemp
+
+    def refused(*args, dir=None, **kwargs):  # (a test run as root writes in any folder)
+        if dir is not None and Path(dir) == read_only:
+            raise PermissionError(errno.EACCES, "Permission denied", str(read_only / ".tmp-x"))
+        return mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", refused)
+    commands = [("azshogi-export", export.main, ["network", str(network), "{}/out.pt"]),
+                ("azshogi-export", export.main, ["onnx", str(network), "{}/out.onnx"]),
+                ("azshogi-export", export.main, ["hcpe3-to-csa", str(tmp_path / "games.hcpe3"), "{}"]),
+                ("azshogi-usi", usi.main, ["--make-launcher", str(network), "{}/engine"])]
+    for program, main, args in commands:
+        for folder, named in [(read_only, "read-only/"), (tmp_path / "afile", "afile")]:
+            given = [a.format(folder) for a in args]
+            with pytest.raises(SystemExit) as exit:
+                main(given)
+            out, err = capsys.readouterr()
+            assert exit.value.code == 2, (given, err)
+            assert err.startswith(f"{program}: error: ") and err.count("\n") == 1 and named in err, err
+            assert ".tmp-" not in err and out == ""
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "games.hcpe3", "net.pt", "read-only"]

@@ -29,7 +29,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 from azshogi.formats import checkpoint as ckpt  # noqa: E402
 from azshogi.nn.network import from_config  # noqa: E402
 from azshogi.selfplay.cluster import GAME_ID_RANGE, ClusterError, ClusterSelfPlay  # noqa: E402
-from azshogi.selfplay.drivers import local_driver  # noqa: E402
+from azshogi.selfplay.local import local_driver  # noqa: E402
 from azshogi.train.loop import build_components, train  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
@@ -119,13 +119,19 @@ def test_nodes_play_with_the_learners_weights_and_unique_ids(cluster, tiny_confi
     model = from_config(cfg.model)
     version = [0]
     driver = ClusterSelfPlay(cfg, model, lambda: version[0])
+    playing = 2 * cfg.selfplay.num_actors  # the progress line's games in progress: every node's
     try:
+        starting = driver.status()  # what the progress line says before the nodes have started
+        assert (starting.line, starting.playing) == ("2 node(s) starting", playing)
         ids = []
         for _ in range(3):
             games = play(driver, 8)
             assert all(g.weights_version == version[0] for g in games)
             assert {n.version for n in driver.alive} == {version[0]}
-            assert driver.status().scalars["nodes_alive"] == 2
+            status = driver.status()
+            assert status.scalars["nodes_alive"] == 2 and status.playing == playing
+            assert status.line.startswith("nodes 2/2 (moves/s ") and status.line.endswith(
+                f"), weights v{version[0]}, 0 games lost"), status.line
             ids += [g.game_id for g in games]
             with torch.no_grad():  # "training": new weights, a new version
                 for p in model.parameters():
@@ -267,9 +273,14 @@ def of_session(driver_pid: int) -> list[int]:
     return [pid for pid, (_, command) in processes().items() if mark.search(command)]
 
 
-def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_process(tmp_path):
+def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_process(tmp_path, request):
     """address=local, as a user runs it: the run's own Ray instance; its node killed in the
-    second phase."""
+    second phase. Nothing of Ray is left: no process, no session folder, no escape code on the
+    terminal after the last line (colorama's reset at exit, which Ray's start registers)."""
+    import pty
+    import shutil
+    import tempfile
+
     args = [sys.executable, "-m", "azshogi", *TINY, "+cluster=ray", "cluster.address=local", "cluster.nodes=1",
             "selfplay.num_workers=0", "device=cpu", "run=lost", "loop.max_checkpoints=50",
             f"checkpoint_root={tmp_path / 'checkpoints'}", f"log_root={tmp_path / 'logs'}"]
@@ -277,7 +288,11 @@ def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_proces
     env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the product sets it itself for address=local
     env.pop("RAY_AUTH_TOKEN")  # a local instance makes its own
     env.pop("RAY_ADDRESS", None)  # not this test's cluster
-    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env["RAY_TMPDIR"] = ray_tmp = tempfile.mkdtemp(prefix="t", dir="/tmp")  # short: Ray's socket paths
+    request.addfinalizer(lambda: shutil.rmtree(ray_tmp, ignore_errors=True))
+    terminal, follower = pty.openpty()
+    run = subprocess.Popen(args, stdout=follower, stderr=subprocess.PIPE, text=True, env=env)
+    os.close(follower)
     first = tmp_path / "checkpoints" / "lost" / "ckpt-00001.pt"
     deadline = time.monotonic() + 180
     while not first.exists() and run.poll() is None and time.monotonic() < deadline:
@@ -290,8 +305,19 @@ def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_proces
     assert nodes, "the run's node is not a child of its raylet"
     for pid in nodes:
         os.kill(pid, signal.SIGKILL)
-    out, err = run.communicate(timeout=120)
+    _, err = run.communicate(timeout=120)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # the run's end of the terminal is closed: all read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(terminal)
     assert run.returncode == 2, err[-3000:]  # a user error: azshogi: error: ...
+    assert shown.split(b"\n")[-1] == b"", shown[-300:]  # nothing after the last line (Ray's own may have colours)
     lines = [line for line in err.splitlines() if line.strip()]
     assert "every self-play node is lost" in lines[-1] and "Traceback" not in err
     saved = ckpt.load(sorted(first.parent.glob("ckpt-*.pt"))[-1])
@@ -301,6 +327,7 @@ def test_every_node_lost_stops_with_one_line_a_good_checkpoint_and_no_ray_proces
     while of_session(run.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not of_session(run.pid), "the run left Ray processes behind"
+    assert os.listdir(ray_tmp) == [], "the run left Ray's session folder behind"
 
 
 def test_a_default_run_imports_no_ray():

@@ -135,6 +135,25 @@ def test_sixteen_bit_inference_on_cuda_agrees_with_fp32(cuda_net, reference, nam
     assert not np.array_equal(logits, rounded(fp32_logits, dtype))  # the network ran in dtype
 
 
+def test_captured_cuda_graphs_agree_and_take_new_weights(cuda_net, reference):
+    """inference.cuda_graphs: each batch bucket's forward pass a captured graph (torch.compile's
+    reduce-overhead mode); batches of several buckets agree with the reference, the graphs see
+    the weights a training step writes in place, and launches in turn never mix batches."""
+    evaluator = LocalEvaluator(cuda_net, CUDA, torch.bfloat16, compile=True, cuda_graphs=True, max_batch=32)
+    assert evaluator.net.graphs and evaluator.net.buckets == [8, 16, 32]
+    positions = boards()
+    for count in (3, len(positions), 3):  # the same bucket again after another: a replay
+        logits, probability = evaluate_all(evaluator, positions[:count])
+        reference.assert_agrees(np.arange(count), logits, probability, SIXTEEN_BIT)
+    launch_in_turn(evaluator.runner, reference, positions, SIXTEEN_BIT, launches=8, depth=2)
+    before, _ = evaluate_all(evaluator, positions)
+    with torch.no_grad():
+        cuda_net.policy_conv.bias.add_(1.0)  # every logit up by one, as an optimizer step writes
+    evaluator.refresh()
+    after, _ = evaluate_all(evaluator, positions)
+    np.testing.assert_allclose(after, before + 1.0, atol=0.1)
+
+
 # --- the inference server: worker processes, launch-ahead ---
 
 def first_requests_in(server, processes, seconds: float = 120.0) -> None:
@@ -326,3 +345,17 @@ def test_auto_settings_on_cuda(tiny_config):
         assert parts.evaluator.dtype == dtype and parts.evaluator.wire == dtype
     finally:
         parts.selfplay.close()
+
+
+def test_on_cuda_a_workers_second_group_is_queued_behind_the_running_batch(tiny_config):
+    """The pinned, launch-ahead server with a worker of two groups on a slow device (the delay
+    network: 20 ms a batch): each group's batch waits behind the other's, none in lockstep."""
+    import io
+
+    from azshogi.train.bench import run
+
+    result = run(tiny_config("device=cuda", "selfplay.num_workers=1", "selfplay.worker_groups=2",
+                             "bench.network=delay", "bench.delay_ms=20", "bench.seconds=0.6",
+                             "bench.warmup_seconds=0.3", "bench.repeats=1"), out=io.StringIO())
+    assert result["device"].startswith("cuda") and result["batch"] == 3
+    assert result["timeline_ms"]["queued_behind"] > 0.8 and result["timeline_ms"]["device_busy"] > 0.5

@@ -1,4 +1,4 @@
-"""The documented commands work as written. Every command of README.md and docs/*.md has an
+"""The documented commands work as written. Every command of README.md and docs/**/*.md has an
 entry in COMMANDS, keyed by its exact text: the commands of the fenced ```bash blocks
 (continuation lines joined, comments dropped) and the inline code spans of the prose that are
 commands of this project — a console script with at least one argument (a script's name alone
@@ -9,11 +9,18 @@ names it), `python docs/tools/...`, `bash docs/tools/...`, `python -m azshogi...
   appended (later values win: Hydra overrides, `--games`, `-a KEY=VALUE`, a tool's `--nodes`),
   in a scratch folder holding tiny checkpoints where the docs name them; the commands of one
   file run in their order (a repeated one once), so that one command's output (a run, an hcpe3
-  file) is the next one's input. `then` checks what it printed or wrote. Console scripts run in
-  this process, `python docs/tools/...` and `bash docs/tools/...` as processes (bash with a
-  stand-in azshogi-bench first on PATH that records its arguments, which are then composed as a
-  Check's). A command that needs Fairy-Stockfish or matplotlib runs in a test of its own,
-  reported as skipped where that is missing;
+  file) is the next one's input. Twins run once: Run commands with the same entry that differ
+  only in what the test replaces anyway — the checkpoint a player names (a tiny one either way),
+  a match's records folder, the arguments `extra` overrides (`--games 100`, `-a nodes=64`), the
+  values of a network player's other options (`-a softmax=3`: each given to that player on a
+  tiny checkpoint), the ladder's rungs to play (`--rungs sf-4,sf0`: each looked up on the
+  ladder) — run as one of them: of those naming the most rungs, the first in the docs' order,
+  README.md's first (TWIN_OF).
+  `then` checks what it printed or wrote. Console scripts run in this process, `python docs/tools/...` and
+  `bash docs/tools/...` as processes (bash with a stand-in azshogi-bench first on PATH that
+  records its arguments, which are then composed as a Check's). A command that needs
+  Fairy-Stockfish or matplotlib runs in a test of its own, reported as skipped where that is
+  missing;
 - Check(reason): too long to run here (an hour of training, a benchmark): its Hydra overrides
   are composed and validated (a docs/tools script: its arguments parsed by its own parser), so
   a renamed key or a bad value still fails;
@@ -50,7 +57,7 @@ from play_helpers import make_tiny_checkpoint
 from azshogi.config import register_configs, to_config
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # docs/experiments/ too
 FAIRY = "/usr/games/fairy-stockfish"
 SCRIPTS = ("azshogi", "azshogi-usi", "azshogi-arena", "azshogi-bench", "azshogi-pretrain", "azshogi-export")
 INLINE_PREFIXES = ("python docs/tools/", "bash docs/tools/", "python -m azshogi", "python -m pytest")
@@ -158,8 +165,8 @@ def _late_bestmoves_counted(folder: Path, output: str) -> None:
     """late_bestmoves.py: each move of its game timed, the late ones counted (the engine's
     timing itself: test_usi_engine.py::test_answers_within_its_time)."""
     moves = re.findall(r"^move +(\d+) ply +\d+: \S+ +after +\d+ ms( LATE)?$", output, re.M)
-    late = re.search(r"^byoyomi 400 ms, 3 moves: (\d) late; go -> bestmove median \d+ ms, max \d+ ms$", output, re.M)
-    assert [int(n) for n, _ in moves] == [1, 2, 3] and late, output
+    late = re.search(r"^byoyomi 200 ms, 2 moves: (\d) late; go -> bestmove median \d+ ms, max \d+ ms$", output, re.M)
+    assert [int(n) for n, _ in moves] == [1, 2] and late, output
     assert int(late.group(1)) == sum(bool(x) for _, x in moves), output
 
 
@@ -219,13 +226,13 @@ def _ladder_rated(folder: Path, output: str) -> None:
 
 
 def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: str) -> tuple[str, Run]:
-    """docs/strength.md's 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
-    the engine with `nodes` and the search's OPTIONS (KEY=VALUE), and its entry: played tiny with those options,
-    every rung named must have been played."""
+    """docs/experiments' 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
+    the engine with `nodes` and the search's OPTIONS (KEY=VALUE), and its entry: played tiny (with its OPTIONS,
+    which the command gives), every rung named must have been played."""
     extra = [arg for option in options for arg in ("-a", option)]
     return (" ".join(["azshogi-arena", f"search:checkpoints/{run}/{name}", "ladder", "--rungs", rungs, "--games",
                       "100", "--in-flight", "100", "-a", f"nodes={nodes}", *extra, "--quiet"]),
-            Run(ARENA + ("-a", "nodes=2", *extra), needs="fairy-stockfish",
+            Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish",
                 then=functools.partial(_ladder_played, rungs=tuple(rungs.split(",")))))
 
 
@@ -239,8 +246,9 @@ def _network_plays(path: Path, checkpoint: Path) -> None:
     assert set(torch.load(path, weights_only=True)) == {"model", "config"}
 
 
-def _spread_printed(folder: Path, output: str, checkpoints: int = 3) -> None:
-    """policy_spread.py printed each checkpoint's spread at each temperature asked, and auto's choice."""
+def _spread_printed(folder: Path, output: str) -> None:
+    """policy_spread.py printed each of its three checkpoints' spread at each temperature asked, and auto's choice."""
+    checkpoints = 3
     assert output.count("PolicyTemperature 1:") == checkpoints == output.count("PolicyTemperature 3:"), output[-2000:]
     assert "moves hold 90%" in output
     assert output.count("PolicyTemperature auto (its own 16 games, in fp32): ") == checkpoints, output[-2000:]
@@ -284,21 +292,21 @@ def _png_written(folder: Path, output: str) -> None:
 
 
 
-# docs/strength.md's 30-minute runs and their last checkpoints (the matches' players)
+# docs/experiments' 30-minute runs and their last checkpoints (the matches' players)
 STRENGTH_RUNS = (("a", "ckpt-00032.pt"), ("b", "ckpt-00058.pt"), ("c", "ckpt-00024.pt"), ("d", "ckpt-00018.pt"),
                  ("e", "ckpt-00028.pt"), ("f", "ckpt-00036.pt"), ("g", "ckpt-00035.pt"), ("h", "ckpt-00038.pt"),
                  ("i", "ckpt-00035.pt"), ("j", "ckpt-00041.pt"))
 CURVE_CHECKPOINTS = (("f", "ckpt-00006.pt"), ("j", "ckpt-00012.pt"))  # 40-game matches of the curves
-MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/strength.md's runs with train.mirror
+MIRROR_RUNS = (("m1", "ckpt-00041.pt"), ("m2", "ckpt-00041.pt"))  # docs/experiments' runs with train.mirror
 TWO_HOURS = ("m1", "ckpt-00164.pt")  # and m1's last checkpoint, 2 hours on a quiet machine
-# docs/strength.md's runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
+# docs/experiments' runs with a deeper self-play search (d1, d2) and d2's twin without it (c2)
 DEEPER = (("d1", "ckpt-00184.pt"), ("d2", "ckpt-00061.pt"), ("c2", "ckpt-00061.pt"), ("d2", "ckpt-00081.pt"),
           ("c2", "ckpt-00081.pt"), ("d2", "ckpt-00101.pt"), ("d2", "ckpt-00121.pt"), ("d2", "ckpt-00141.pt"),
           ("d2", "ckpt-00161.pt"), ("d2", "ckpt-00181.pt"))
 DEEPER_RUNGS = {"m1": "sf-3", "d1": "sf-3", "ckpt-00061.pt": "sf-4,sf-3", "ckpt-00081.pt": "sf-4",
                 "ckpt-00101.pt": "sf-3", "ckpt-00121.pt": "sf-3", "ckpt-00141.pt": "sf-3,sf-2,sf0",
                 "ckpt-00161.pt": "sf-2,sf0", "ckpt-00181.pt": "sf0"}
-# docs/strength.md's second seed of the 2-hour run (d3): its last checkpoint and its matches (rungs, the engine's nodes)
+# docs/experiments' second seed of the 2-hour run (d3): its last checkpoint and its matches (rungs, the engine's nodes)
 D3 = ("d3", "ckpt-00141.pt")
 D3_MATCHES = (("sf0", 192), ("sf0", 64), ("sf-3", 192), ("sf-3", 64))
 W1 = ("w1", "ckpt-00092.pt")  # and the 2-hour run of a 4x48 network (w1): its last checkpoint
@@ -337,7 +345,7 @@ MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
 def _to_141(seed: int, run: str, settings: str) -> str:
-    """docs/strength.md's runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
+    """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
     return (f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints=141 eval.every=0 "
             f"loop.keep_checkpoints=100 {settings}")
 
@@ -346,24 +354,23 @@ DROP = "train.lr_schedule=step train.decay_steps={} train.min_lr_ratio=0.1"  # a
 
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
-    "pip install torch==2.13.0 -e . && azshogi": Skip("installs azshogi; `azshogi` then trains until Ctrl-C"),
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": Skip("installs PyTorch's CPU build"),
+    **{f"pip install torch==2.13.0 -e . && azshogi +experiment={name}":
+       Skip(f"installs azshogi; then `azshogi +experiment={name}` (its entry below) trains until Ctrl-C")
+       for name in ("cpu", "gpu")},
     'pip install torch==2.13.0 -e ".[test]" && ruff check . && mypy && python -m pytest':
         Skip("the linters and the test suite itself"),
-    "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256 device=cuda:0":
-        Check(NEEDS_CUDA),
+    "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256":
+        Check("trains a medium network until Ctrl-C"),
     "azshogi --cfg job": Run(),
     "azshogi --help": Skip("test_cli_errors.py::test_help_says_what_the_program_is"),
     "tensorboard --logdir logs": Skip("a web server"),
-    "pip install torch==2.13.0 -e . && azshogi run=gpu model=large":
-        Skip("installs azshogi; `azshogi` then trains a large network until Ctrl-C"),
     "azshogi +experiment=gpu": Check(NEEDS_CUDA),
-    'pip install torch==2.13.0 -e ".[cluster]" && azshogi +cluster=ray cluster.nodes=2':
-        Skip("installs azshogi with Ray; `azshogi +cluster=ray` then trains until Ctrl-C (docs/cluster.md's entry)"),
     "azshogi-bench model=small selfplay.num_actors=128 bench.seconds=20": Check(BENCH),
     "azshogi-usi --make-launcher checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun": Run(),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/":
         Run(ARENA + ("-a", "nodes=4")),
-    # README.md, inline
+    # README.md, inline (and docs/settings.md's)
     "python -m pytest -m cuda": Skip("needs CUDA: tests/test_cuda.py's tests, which the suite collects and skips "
                                      "without it"),
     "azshogi +experiment=smoke": Run(LOOP + ("loop.max_checkpoints=1",)),
@@ -379,7 +386,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/architecture.md, inline
     "azshogi-bench bench.train=true": Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     "python -m azshogi": Skip("trains until Ctrl-C, as `azshogi` does (azshogi/__main__.py calls the same main)"),
-    # docs/strength.md, inline
+    # docs/experiments/, inline
     "azshogi-arena PLAYER ladder": Skip("PLAYER stands for a player; docs/play.md's `azshogi-arena "
                                         "search:... ladder` runs"),
     "azshogi-bench usi": Skip("a subcommand's name; " + USI_BENCH),
@@ -425,7 +432,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("a benchmark (minutes); test_bench_checkpoint.py::test_the_checkpoint_benchmark_runs runs the tool "
              "smoke-sized"),
     "PYTHONPATH=/tmp/azshogi-9d6d736 python docs/tools/bench_checkpoint.py --repeats 3": Skip(OLD_ENGINE),
-    "python docs/tools/first_minute.py": Run(("--seconds", "300", *LOOP, "loop.max_checkpoints=1"),
+    "python docs/tools/first_minute.py": Run(("--seconds", "300", *LOOP, "model=tiny", "loop.max_checkpoints=1"),
                                              then=_first_minute_seen),
     "git archive 9d6d736 | tar -x -C /tmp/azshogi-main": Skip(OLD_ENGINE),
     'MAIN="env PYTHONPATH=/tmp/azshogi-main python -m azshogi.commands.usi"': Skip(OLD_ENGINE),
@@ -437,7 +444,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "PYTHONPATH=/tmp/azshogi-main python docs/tools/engine_profile.py --nodes 4000 --batch 8 32 256 --repeats 3":
         Skip(OLD_ENGINE),
     "python docs/tools/late_bestmoves.py --model 10x192 --byoyomi 1000 --moves 50 --option BatchSize=32 "
-    "--option Threads=1": Run(("--model", "1x16", "--byoyomi", "400", "--moves", "3"), then=_late_bestmoves_counted),
+    "--option Threads=1": Run(("--model", "1x16", "--byoyomi", "200", "--moves", "2"), then=_late_bestmoves_counted),
     "python docs/tools/late_bestmoves.py --model 10x192 --byoyomi 3000 --moves 50 --option BatchSize=32 "
     "--option Threads=1": Check(TOOL_ARGS),
     'python docs/tools/late_bestmoves.py ... --engine "$MAIN"': Skip(OLD_ENGINE),
@@ -470,7 +477,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-export onnx checkpoints/pre/ckpt-00001.pt model.onnx": Run(),
     "azshogi-export hcpe3-to-csa logs/smoke/hcpe3/ckpt-00001.hcpe3 csa": Run(),
     # docs/play.md
-    # (its --make-launcher command is README.md's, above)
+    # (its --make-launcher command for a checkpoint is README.md's, above)
+    "azshogi-usi --make-launcher checkpoints/myrun ~/engines/azshogi-myrun": Run(),
     WINDOWS_LAUNCHER: Skip("Windows paths, which a POSIX shell would read otherwise: "
                            "test_the_windows_launcher_command_writes_a_bat_that_starts_the_engine runs it here"),
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --records matches/vs-greedy":
@@ -515,7 +523,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-usi --list-options": Run(then=_options_listed),
     "python docs/tools/late_bestmoves.py": Check(TOOL_ARGS.replace("above", "of docs/benchmarks.md")),
     "python docs/tools/engine_profile.py": Check(TOOL_ARGS.replace("above", "of docs/benchmarks.md")),
-    # docs/strength.md
+    # docs/strength.md: measuring a run (its other commands are docs/play.md's), reproducing the figures
+    "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
+        Run(ARENA + ("-a", "nodes=2")),
+    **dict(_ladder_match("myrun", name, rungs, nodes) for name, rungs, nodes in (
+        ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf0", 192))),
+    "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100":
+        Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
+    "azshogi +experiment=gpu seed=5 run=g1 loop.max_checkpoints=58 eval.every=0 loop.keep_checkpoints=100":
+        Check(NEEDS_CUDA),
+    # docs/experiments/: each experiment's commands (the matches' players are tiny checkpoints named in GIVEN)
     f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
@@ -645,8 +662,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     "python docs/tools/policy_spread.py "
     + " ".join(f"checkpoints/{run}/{name}" for run, name in AUTO_SEED):
-        Run(("--games", "2", "--plies", "14", "--temperatures", "1", "3"),
-            then=functools.partial(_spread_printed, checkpoints=6)),
+        Skip("the same tool with the same options on six checkpoints: test_documented_commands_work_as_written"
+             "[docs/experiments/2026-11-26-policy-temperature.md] runs it on three"),
     **dict(_ladder_match("l11", name, rungs, nodes, *options) for name, rungs, nodes, options in (
         ("ckpt-00141.pt", "sf0", 192, ()), ("ckpt-00141.pt", "sf0", 192, ("softmax=1",)),
         ("ckpt-00042.pt", "greedy,sf-5", 64, ()))),
@@ -658,12 +675,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "checkpoints/l1/ckpt-00141.pt checkpoints/l2/ckpt-00141.pt":
        Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
        for run in ("d3", "l1", "l2")},
-    # docs/strength.md, inline
+    # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
     'pip install torch==2.13.0 -e ".[cluster]"': Skip("installs azshogi with Ray"),
-    "azshogi +cluster=ray cluster.nodes=2": Check(
-        "starts a Ray instance and trains until Ctrl-C; tests/test_cluster.py::test_every_node_lost_stops_with_one_"
+    "azshogi +cluster=ray cluster.nodes=2 +experiment=smoke run=try-ray": Check(
+        "starts a Ray instance and trains a tiny network for two checkpoints; tests/test_cluster.py::"
+        "test_every_node_lost_stops_with_one_"
         "line_a_good_checkpoint_and_no_ray_process runs it smoke-sized (cluster.address=local, two nodes)"),
     "export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0": Skip("sets the environment of a shell that starts Ray"),
     "ray get-auth-token --generate": Skip("writes the user's token file (~/.ray/auth_token)"),
@@ -675,8 +693,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +cluster=ray cluster.address=auto cluster.nodes=4 cluster.node_gpus=1 cluster.node_cpus=16 "
     "model=large run=big": Check("needs a Ray cluster of GPU machines; tests/test_cluster.py runs the cluster's "
                                  "self-play on a cluster of this machine"),
-    "python docs/tools/cluster_bench.py": Run(("--window", "0.5", "--repeats", "1", "--nodes", "2", "model=tiny",
-                                               "rules.max_plies=40",
+    "python docs/tools/cluster_bench.py": Run(("--window", "0.2", "--repeats", "1", "--nodes", "2", "model=tiny",
+                                               "rules.max_plies=20",
                                                "selfplay.num_actors=16", "search.num_simulations=4",
                                                "search.max_num_considered_actions=4"), then=_cluster_measured),
     "python docs/tools/cluster_bench.py --repeats 5": Check(TOOL_ARGS),
@@ -770,7 +788,8 @@ def _run_tool(words: list[str], folder: Path) -> tuple[int, str]:
 
 
 # The checkpoints the docs' commands take as given (a user's runs), made tiny where a command names them.
-GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("cpu", "ckpt-00048.pt"), ("cpu", "ckpt-00010.pt"),
+GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt-00141.pt"), ("cpu", "ckpt-00048.pt"),
+         ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN)
@@ -802,11 +821,64 @@ def _scratch(folder: Path, commands: list[str]) -> Path:
                 "random": {"wins": 19, "losses": 1, "draws": 0}, "greedy": {"wins": c, "losses": 20 - c, "draws": 0},
                 "previous": {"wins": 10, "losses": 10, "draws": 0}}} for c in (5, 10, 15)]
             (evals / "ratings.json").write_text(json.dumps(history))
-    if "docs/strength-matches.json" in text:  # the matches as docs/strength.md keeps them
+    if "docs/strength-matches.json" in text:  # the matches as docs/experiments/ keep them
         (folder / "docs").mkdir(exist_ok=True)
         shutil.copy(ROOT / "docs" / "strength-matches.json", folder / "docs")
     (folder / "home").mkdir(exist_ok=True)
     return folder / "home"
+
+
+def _twin_shape(command: str) -> Optional[tuple]:
+    """What running a Run command here runs, less what differs between twins (see the module doc)."""
+    entry = COMMANDS.get(command)
+    if not isinstance(entry, Run):
+        return None
+    extra, words, out = list(entry.extra), shlex.split(command), []
+    replaced = {w for w in extra if w.startswith("--")} | {"--records"}
+    options = {(extra[i], extra[i + 1].partition("=")[0]) for i in range(len(extra) - 1) if extra[i] in ("-a", "-b")}
+    i = 0
+    while i < len(words):
+        if words[i] in replaced or (words[i] in ("-a", "-b") and i + 1 < len(words)
+                                    and (words[i], words[i + 1].partition("=")[0]) in options):
+            i += 2
+            continue
+        out.append(re.sub(r"^(search|gumbel|policy):checkpoints/[^/\s]+/[^/\s]+\.pt$", r"\1:CHECKPOINT", words[i]))
+        if words[i] == "-a" and i + 1 < len(words) and NETWORK_PLAYER.match(words[1]):  # its value: given to the
+            out.append(words[i + 1].partition("=")[0] + "=")  # player by test_every_twin_runs_as_its_first_twin
+            i += 1
+        elif words[i] == "--rungs" and i + 1 < len(words):  # rungs looked up there
+            i += 1
+        i += 1
+    then = entry.then.func if isinstance(entry.then, functools.partial) and entry.then.func is _ladder_played \
+        else entry.then  # (the rungs it checks for are the command's)
+    return tuple(out), entry.extra, entry.fill, repr(then), entry.needs
+
+
+def _rungs(command: str) -> Optional[str]:
+    """An arena command's --rungs value."""
+    words = shlex.split(command)
+    return next((words[i + 1] for i in range(len(words) - 1) if words[i] == "--rungs"), None)
+
+
+def _a_options(command: str) -> dict:
+    """The -a KEY=VALUE options of an arena command."""
+    words = shlex.split(command)
+    return dict(words[i + 1].split("=", 1) for i in range(len(words) - 1) if words[i] == "-a")
+
+
+NETWORK_PLAYER = re.compile(r"^(search|gumbel|policy):checkpoints/")
+
+
+def _twins() -> dict[str, str]:
+    """Each Run command that has a twin -> the twin that runs: of those naming the most rungs, the first in the
+    docs' order."""
+    groups: dict[tuple, list[str]] = {}
+    for command in dict.fromkeys(c for path in DOCS for c in documented_commands(path)):
+        shape = _twin_shape(command)
+        if shape is not None:
+            groups.setdefault(shape, []).append(command)
+    runs = {shape: max(group, key=lambda c: len((_rungs(c) or "").split(","))) for shape, group in groups.items()}
+    return {command: runs[shape] for shape, group in groups.items() for command in group if command != runs[shape]}
 
 
 def _needs(command: str) -> str:
@@ -816,6 +888,8 @@ def _needs(command: str) -> str:
         return ""
     return "fairy-stockfish" if "fairy-stockfish" in command else entry.needs
 
+
+TWIN_OF = _twins()
 
 MISSING = {
     "fairy-stockfish": None if Path(FAIRY).exists() else f"Fairy-Stockfish is not installed at {FAIRY} "
@@ -844,19 +918,24 @@ def _run_or_check(command: str, home: Path, capsys, monkeypatch) -> Optional[str
     return None
 
 
-@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS])
+def _runs_here(doc: Path) -> list[str]:
+    """The commands of `doc` its test runs or checks: each once, none with a Skip entry, a test of its own
+    or a twin that runs before it."""
+    return [c for c in dict.fromkeys(documented_commands(doc))
+            if not isinstance(COMMANDS.get(c), Skip) and not _needs(c) and c not in TWIN_OF]
+
+
+# the docs with such commands (docs/architecture.md, say, has none: its one command is a Skip)
+@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS if _runs_here(p)])
 def test_documented_commands_work_as_written(doc, tmp_path, capsys, monkeypatch):
-    commands = [c for c in dict.fromkeys(documented_commands(ROOT / doc))  # a repeated command runs once
-                if not isinstance(COMMANDS.get(c), Skip) and not _needs(c)]
-    if not commands:
-        pytest.skip(f"{doc}: every command has a Skip entry or a test of its own")
+    commands = _runs_here(ROOT / doc)
     home = _scratch(tmp_path, commands)
     monkeypatch.chdir(tmp_path)
     failed = [f for f in (_run_or_check(c, home, capsys, monkeypatch) for c in commands) if f]
     assert not failed, "documented commands that fail as written:\n" + "\n".join(failed)
 
 
-NEEDING = sorted({c for path in DOCS for c in documented_commands(path) if _needs(c)})
+NEEDING = sorted({c for path in DOCS for c in documented_commands(path) if _needs(c) and c not in TWIN_OF})
 
 
 @pytest.mark.parametrize("command", NEEDING, ids=[" ".join(c.split()[:4]) for c in NEEDING])
@@ -869,6 +948,29 @@ def test_documented_commands_that_need_another_program(command, tmp_path, capsys
     monkeypatch.chdir(tmp_path)
     failed = _run_or_check(command, home, capsys, monkeypatch)
     assert not failed, failed
+
+
+def test_every_twin_runs_as_its_first_twin(tmp_path):
+    """A command left out as a twin is run through the first of its twins, which runs in a test here;
+    where its network player's options differ from that twin's, the player takes them; where its
+    rungs differ, each is a rung of the ladder."""
+    from azshogi.play.ladder import rung
+    from azshogi.play.players import make_player
+    from azshogi.shogi.rules import Rules
+
+    run = {c for path in DOCS for c in _runs_here(path)} | set(NEEDING)
+    assert TWIN_OF and set(TWIN_OF.values()) <= run
+    assert all(_twin_shape(command) == _twin_shape(twin) for command, twin in TWIN_OF.items())
+    assert not set(TWIN_OF) & run
+    make_tiny_checkpoint(tmp_path / "tiny.pt")
+    given = {(shlex.split(c)[1].partition(":")[0], json.dumps(_a_options(c), sort_keys=True))
+             for c, twin in TWIN_OF.items() if _a_options(c) != _a_options(twin)}
+    assert given, "no twin differs in its options: this part of the test checks nothing"
+    for kind, options in sorted(given):
+        make_player(f"{kind}:{tmp_path / 'tiny.pt'}", json.loads(options), rules=Rules(), device="cpu").close()
+    named = {name for c, twin in TWIN_OF.items() if _rungs(c) != _rungs(twin) for name in _rungs(c).split(",")}
+    assert len(named) > 1, "no twin differs in its rungs: this part of the test checks nothing"
+    assert all(rung(name).name == name for name in named)
 
 
 def test_the_windows_launcher_command_writes_a_bat_that_starts_the_engine(tmp_path, capsys, monkeypatch):

@@ -22,7 +22,7 @@ from azshogi.config import (
 )
 from azshogi.formats.paths import RunPaths
 from azshogi.nn.network import build
-from azshogi.play.gauntlet import When, evaluate_checkpoint
+from azshogi.play.gauntlet import When, rate_checkpoint
 from azshogi.play.ladder import Score, rate, rung
 from azshogi.train.loop import Loop
 
@@ -51,7 +51,7 @@ def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path, monkeyp
     model = build(1, 16, 32).eval()
     writer = SummaryWriter(str(tmp_path))
     paths = RunPaths(tmp_path / "checkpoints", tmp_path)
-    first = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(1, 10, 5, 60.4), writer,
+    first = rate_checkpoint(model, cfg, torch.device("cpu"), paths, When(1, 10, 5, 60.4), writer,
                                 say=lambda s: None)
     assert set(first.matches) == {"random", "greedy"}  # no previous model yet
 
@@ -60,7 +60,7 @@ def test_two_evaluations_give_win_rates_elo_and_a_rating_curve(tmp_path, monkeyp
                      if n in ("random", "greedy")]).rating
 
     assert first.rating.rating == pytest.approx(rating_of(first))
-    second = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(2, 20, 9, 125.0), writer,
+    second = rate_checkpoint(model, cfg, torch.device("cpu"), paths, When(2, 20, 9, 125.0), writer,
                                  say=lambda s: None)
     writer.close()
     assert set(second.matches) == {"random", "greedy", "previous"}
@@ -103,12 +103,12 @@ def test_the_ladder_option_plays_the_rungs_nearest_to_the_last_rating(tmp_path, 
                                                                       anchors=[], ladder=2, previous=False))
     paths = RunPaths(tmp_path / "checkpoints", tmp_path)
     model = build(1, 16, 32).eval()
-    first = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(1, 1), say=lambda s: None)
+    first = rate_checkpoint(model, cfg, torch.device("cpu"), paths, When(1, 1), say=lambda s: None)
     assert set(first.matches) == {"random", "greedy"}  # no rating yet: the lowest rungs
     history = json.loads(paths.eval_ratings.read_text())
     history[0]["rating"] = 1000.0  # as if it had climbed
     paths.eval_ratings.write_text(json.dumps(history))
-    second = evaluate_checkpoint(model, cfg, torch.device("cpu"), paths, When(2, 2), say=lambda s: None)
+    second = rate_checkpoint(model, cfg, torch.device("cpu"), paths, When(2, 2), say=lambda s: None)
     assert set(second.matches) == {"g2", "g3"}
 
 

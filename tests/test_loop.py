@@ -232,14 +232,14 @@ def test_an_interrupted_evaluation_runs_again_on_resume(tiny_config, tmp_path, m
         time.sleep(30)
         raise AssertionError("the evaluation was not interrupted")
 
-    monkeypatch.setattr(gauntlet, "evaluate_checkpoint", interrupted)
+    monkeypatch.setattr(gauntlet, "rate_checkpoint", interrupted)
     counters = train(tiny_config("eval.every=1", "loop.max_checkpoints=3"), show_progress=False)
     assert calls == [1] and counters.checkpoints == 1 and counters.evaluated == 0
     run = tmp_path / "checkpoints" / "t"
     assert [p.name for p in ckpt.list_checkpoints(run)] == ["ckpt-00001.pt", "ckpt-00001-partial.pt"]
     assert "evaluation of checkpoint 1 interrupted" in (tmp_path / "logs" / "t" / "azshogi.log").read_text()
     done = []
-    monkeypatch.setattr(gauntlet, "evaluate_checkpoint", lambda *args, **kwargs: done.append(args[4].checkpoint))
+    monkeypatch.setattr(gauntlet, "rate_checkpoint", lambda *args, **kwargs: done.append(args[4].checkpoint))
     counters = train(tiny_config("eval.every=1", "loop.max_checkpoints=2"), show_progress=False)
     assert done == [1, 2] and counters.evaluated == 2
 

@@ -184,7 +184,7 @@ def test_playout_caps_reach_the_worker_processes(tiny_config):
         finished = []
         for game in parts.selfplay.play(until=lambda: len(finished) >= 3):
             finished.append(game)
-        counters = parts.selfplay.counters()
+        counters = parts.selfplay.totals()
     finally:
         parts.selfplay.close()
     assert all(len(g.positions) < g.length for g in finished)

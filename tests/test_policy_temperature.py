@@ -8,7 +8,7 @@ import pytest
 from conftest import FunctionEvaluator, uniform_evaluator
 from play_helpers import make_tiny_checkpoint, tiny_config
 
-from azshogi.play.engine import EngineSettings, engine_search
+from azshogi.play.engine import Engine, EngineSettings
 from azshogi.play.temperature import (
     MAX_TEMPERATURE,
     TARGET_ENTROPY,
@@ -82,16 +82,16 @@ def test_anything_else_is_refused_with_what_it_takes(text):
 def test_the_engine_searches_with_auto_by_default_and_with_a_set_value_when_given():
     evaluator = sharp_evaluator(2.5)
     assert EngineSettings().policy_temperature is None
-    search = engine_search(evaluator, tiny_config(), EngineSettings(nodes=4))
+    search = Engine(evaluator, tiny_config(), EngineSettings(nodes=4)).search
     assert search.policy_temperature == auto_temperature(evaluator) > 1.0
-    assert engine_search(evaluator, tiny_config(), EngineSettings(nodes=4, policy_temperature=1.0)) \
-        .policy_temperature == 1.0
+    assert Engine(evaluator, tiny_config(), EngineSettings(nodes=4, policy_temperature=1.0)) \
+        .search.policy_temperature == 1.0
 
 
 def test_the_usi_engine_picks_auto_once_per_network_and_says_it(tmp_path, monkeypatch):
     """auto is worked out at the first isready of each loaded network, said in one info string and
     searched with; a number set instead is searched with, and auto again needs no new sampling."""
-    from azshogi.play import temperature
+    from azshogi.play import engine as engine_module
     from azshogi.play.usi import UsiEngine
 
     picked = []
@@ -100,20 +100,20 @@ def test_the_usi_engine_picks_auto_once_per_network_and_says_it(tmp_path, monkey
         picked.append(max_batch)
         return 1.23 + len(picked) / 100
 
-    monkeypatch.setattr(temperature, "auto_temperature", fake)
+    monkeypatch.setattr(engine_module, "auto_temperature", fake)
     out = io.StringIO()
     engine = UsiEngine(out, {"Checkpoint": str(make_tiny_checkpoint(tmp_path / "tiny.pt")), "Threads": "1",
                              "Dtype": "fp32"})
     engine.handle("usi")
     assert "option name PolicyTemperature type string default auto\n" in out.getvalue()
     engine.handle("isready")
-    assert engine.search.policy_temperature == 1.24 and picked == [8]  # BatchSize positions a forward pass
+    assert engine.engine.search.policy_temperature == 1.24 and picked == [8]  # BatchSize positions a forward pass
     assert out.getvalue().count("info string PolicyTemperature auto: 1.24 (from the network's policy)") == 1
     for value, searched in (("2", 2.0), ("Auto", 1.24)):
         engine.handle(f"setoption name PolicyTemperature value {value}")
         engine.handle("isready")
-        assert engine.search.policy_temperature == searched and picked == [8]
+        assert engine.engine.search.policy_temperature == searched and picked == [8]
     engine.handle("setoption name BatchSize value 4")  # the network loaded anew: picked anew
     engine.handle("isready")
-    assert engine.search.policy_temperature == 1.25 and picked == [8, 4]
+    assert engine.engine.search.policy_temperature == 1.25 and picked == [8, 4]
     assert out.getvalue().count("info string PolicyTemperature auto: ") == 2

@@ -262,12 +262,15 @@ def test_a_finished_run_started_again_says_so_and_how_to_go_on(tiny_config, tmp_
     assert [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")] == ["ckpt-00001.pt"]
 
 
-def test_a_resumed_run_keeps_the_live_points_of_the_phase_it_was_stopped_in(tiny_config, tmp_path, monkeypatch):
+def test_a_resumed_run_keeps_the_live_points_of_the_phase_it_was_stopped_in(tiny_config, tmp_path, monkeypatch,
+                                                                             capsys):
     """A stop in mid self-play, then a resume: TensorBoard's purge at the checkpoint's step would
     drop the stopped phase's selfplay/live/ points (docs/tools/plot_scalars.py warned and lost
     them); they are kept, the resumed phase's points follow them, and no training point is
-    written twice."""
+    written twice. The start line says what the bar, counting from 0 moves, does not: the games
+    in progress restored and the phase's positions made before."""
     import os
+    import re
     import signal
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -292,7 +295,11 @@ def test_a_resumed_run_keeps_the_live_points_of_the_phase_it_was_stopped_in(tiny
     train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
     stopped = [p for p in points("selfplay/live/moves_per_s") if p[0] > 4]  # phase two: steps 5 to 8
     assert stops and stopped
+    capsys.readouterr()
     train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+    start = capsys.readouterr().err.splitlines()[0]
+    assert re.search(r"resumed from \S+ckpt-00001-partial.pt at checkpoint 1 \(6 games in progress restored"
+                     r"(, \d+ of the 60 positions for checkpoint 2 made)?\); device cpu", start), start
     resumed = points("selfplay/live/moves_per_s")
     before = len([p for p in resumed if p[0] <= 4])  # phase one's
     assert resumed[before:before + len(stopped)] == stopped  # kept, in their place
@@ -313,3 +320,67 @@ def test_the_bar_never_moves_back():
     needed, before = bar.moves_needed(), bar.share()
     bar.update(SelfPlayPhaseStats(moves=128 * 30, positions=30, games=1, game_moves=30))  # a short game ended
     assert bar.moves_needed() > needed and bar.share() == before
+
+
+def drawn(capsys) -> str:
+    """The bar's line as the terminal shows it last (tqdm draws each over the previous)."""
+    return capsys.readouterr().err.split("\r")[-1].rstrip("\n")
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 120, 150])
+def test_the_bar_fits_the_terminal_and_keeps_the_time_left(columns, monkeypatch, capsys):
+    """An hour into a phase of 20,000 positions on a CPU: at 80 columns the positions (shortened)
+    and the time left; more words as the width allows, the least needed left out first."""
+    monkeypatch.setattr(monitor, "BAR_TICK_SECONDS", 3600.0)
+    clock = FakeClock()
+    bar = SelfPlayProgress("self-play → checkpoint 12", 20000, 128, (1, 100), True, FakeWriter(), [].append,
+                           show=True, quiet_lines=False, clock=clock, columns=lambda: columns)
+    clock.advance(3725)
+    bar.update(SelfPlayPhaseStats(moves=7000, positions=6000, games=350, game_moves=6000), force=True)
+    line = drawn(capsys)
+    bar.close()
+    assert len(line) == columns and line.startswith("self-play → checkpoint 12:  33%|"), line
+    every = "7,000 moves, 2 moves/s | 6,000/20,000 positions | 350 games done, 128 playing | 1:02:05, ~2:04:10 left"
+    assert line.split("| ", 1)[1] == {
+        60: "~2:04:10 left",
+        80: "6,000/20,000 pos. | ~2:04:10 left",
+        100: "2 moves/s | 6,000/20,000 positions | ~2:04:10 left",
+        120: "7,000 moves, 2 moves/s | 6,000/20,000 positions | 1:02:05, ~2:04:10 left",
+        150: every}[columns]
+    assert bar.text() == every  # the log's lines keep every word
+
+
+def test_positions_past_the_target_are_said_plainly():
+    """The moves in flight when the target is reached add their games' positions (a cluster's
+    nodes, many): no `2,564/1,000`."""
+    clock = FakeClock()
+    bar = progress(clock, FakeWriter(), eta_now=True)
+    clock.advance(10)
+    bar.update(SelfPlayPhaseStats(moves=3000, positions=2564, games=100, game_moves=2564))
+    assert "| 2,564 positions (target 1,000 reached) |" in bar.text()
+    assert bar.text().endswith("00:10, ~00:00 left")
+
+
+def test_tensorboard_gets_a_layout_that_puts_strength_and_losses_first(tmp_path):
+    """TensorBoard's Scalars tab opens on perf/ (alphabetical, and eval/ comes only with the
+    first evaluation): the run's Custom Scalars layout opens on strength, then the losses."""
+    import re
+
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    from azshogi.train.monitor import Monitor
+
+    Monitor(tmp_path, purge_step=None, show_progress=False).close()
+    (events,) = tmp_path.glob("events.out.tfevents.*")
+    layouts = [layout_pb2.Layout.FromString(value.tensor.string_val[0])
+               for event in EventFileLoader(str(events)).Load() if event.HasField("summary")
+               for value in event.summary.value if value.tag == "custom_scalars__config__"]
+    assert len(layouts) == 1
+    categories = layouts[0].category
+    patterns = [[tag for chart in c.chart for tag in chart.multiline.tag] for c in categories]
+    assert [c.title.split(" ")[0] for c in categories][:2] == ["strength", "losses"]
+    for tag in ("eval/rating", "eval/win_rate/greedy"):  # what play/gauntlet.py writes
+        assert any(re.search(p, tag) for p in patterns[0]), tag
+    assert [t for t in ("train/policy_loss", "train/value_loss") if any(re.search(p, t) for p in patterns[1])] == [
+        "train/policy_loss", "train/value_loss"]

@@ -183,7 +183,7 @@ def play(driver, moves: int, cfg) -> dict:
     """Plays until the driver has searched `moves` positions; every game it has seen, finished
     or in progress, by game id."""
     games = {}
-    for game in driver.play(until=lambda: driver.counters().moves >= moves):
+    for game in driver.play(until=lambda: driver.totals().moves >= moves):
         r = game.positions
         offsets = r.offsets()
         games[game.game_id] = trajectory(game.record.moves, r.hcps,

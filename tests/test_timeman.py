@@ -124,3 +124,19 @@ def test_a_margin_that_leaves_no_time_is_kept_and_said():
     assert squeezed.note.startswith("the clock allows 300 ms for this move and TimeMargin keeps 300 ms of it")
     assert plan(parse_go(["byoyomi", "300"]), True, 0, 100).note == ""
     assert plan(parse_go(["movetime", "300"]), True, 0, 300).note == ""  # the margin is not taken from movetime
+
+
+@pytest.mark.parametrize("black_to_move", [True, False])
+def test_each_side_thinks_on_its_own_clock_and_increment(black_to_move):
+    """The side to move spends its own main time and increment, never the other side's: with one
+    side's increment (or main time) far larger, only that side's budget grows."""
+    mine, theirs = ("b", "w") if black_to_move else ("w", "b")
+    even = plan(parse_go(f"btime 60000 wtime 60000 {mine}inc 0 {theirs}inc 0".split()), black_to_move, 40, 0)
+    my_increment = plan(parse_go(f"btime 60000 wtime 60000 {mine}inc 10000 {theirs}inc 0".split()),
+                        black_to_move, 40, 0)
+    their_increment = plan(parse_go(f"btime 60000 wtime 60000 {mine}inc 0 {theirs}inc 10000".split()),
+                           black_to_move, 40, 0)
+    their_time = plan(parse_go(f"{theirs}time 600000 {mine}time 60000 binc 0 winc 0".split()), black_to_move, 40, 0)
+    assert my_increment.target == pytest.approx(even.target + 10.0)
+    assert their_increment.target == pytest.approx(even.target)
+    assert their_time.target == pytest.approx(even.target) and their_time.limit == pytest.approx(even.limit)

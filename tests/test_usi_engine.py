@@ -8,6 +8,8 @@ import cshogi
 import pytest
 from play_helpers import UsiSession, make_tiny_checkpoint
 
+from azshogi.play.usi import UsiEngine
+
 MATE_IN_ONE = "4k4/9/4G4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
 IMPASSE = "+R+B+B+RK4/GGGG5/SSSS5/9/9/9/9/9/4k4 b 18P4N4L 1"  # black may declare (27 points)
 
@@ -204,6 +206,8 @@ def run_usi(*args):
 def test_command_line_mistakes_end_in_one_line(checkpoint, tmp_path):
     for args, named in [(["nope.pt"], "nope.pt"), (["--option", "Nosuch=1"], "Nosuch"),
                         (["--option", "BatchSize=0"], "BatchSize"), (["--option", "BatchSize"], "KEY=VALUE"),
+                        (["--option", "Device=gpu"], "Device takes auto, cpu, cuda or cuda:N, got 'gpu'"),
+                        ([str(tmp_path)], "no checkpoint in this folder"),
                         (["--make-launcher", str(checkpoint)], "CHECKPOINT and OUT"),
                         (["--make-launcher", "nope.pt", str(tmp_path / "x")], "nope.pt"), (["--nosuch"], "--nosuch")]:
         out = run_usi(*args)
@@ -244,7 +248,7 @@ def test_a_byoyomi_within_the_margin_is_said_in_an_info_string(engine):
 def test_errors_read_without_python_exception_names(engine, tmp_path):
     engine.send("setoption name BatchSize value x", "isready")
     lines = engine.until("readyok", 30)
-    assert "info string error: setoption: BatchSize takes an integer, got 'x'" in lines
+    assert "info string error: setoption: BatchSize takes an integer in [1, 256], got 'x'" in lines
     # A file that is not a checkpoint (the run's config.yaml, say) is named as such.
     config = tmp_path / "config.yaml"
     config.write_text("run: default\nseed: 0\n")
@@ -265,7 +269,7 @@ def test_the_search_knobs_reach_the_engines_settings():
     from azshogi.play.engine import EngineSettings
     from azshogi.play.usi import UsiEngine
 
-    assert UsiEngine(io.StringIO()).settings() == EngineSettings(max_plies=10 ** 9)  # the defaults agree
+    assert UsiEngine(io.StringIO()).settings() == EngineSettings()  # the defaults agree
     assert EngineSettings().c_init is None
     engine = UsiEngine(io.StringIO(), {"CInit": "2.5"})
     engine.cmd_setoption([], "setoption name PolicyTemperature value 1.5")
@@ -275,3 +279,44 @@ def test_the_search_knobs_reach_the_engines_settings():
     for name, words in (("PolicyTemperature", " or auto"), ("CInit", "")):
         with pytest.raises(ValueError, match=f"{name} takes a number > 0{words}, got '0'"):
             engine.cmd_setoption([], f"setoption name {name} value 0")
+
+
+def test_a_device_that_does_not_exist_is_refused_and_a_failed_load_is_named_at_every_go(checkpoint):
+    """`Device gpu` is no device: refused at once, the option unchanged. A device the machine
+    lacks fails at isready; every go then says why, not merely that no model is loaded."""
+    out = io.StringIO()
+    engine = UsiEngine(out, {"Checkpoint": str(checkpoint), "Dtype": "fp32"})
+    engine.handle("setoption name Device value gpu")
+    assert "info string error: setoption: Device takes auto, cpu, cuda or cuda:N, got 'gpu'" in out.getvalue()
+    assert engine.options["Device"] == "auto"
+    engine.options["Checkpoint"] = str(checkpoint.parent / "ckpt-00007.pt")  # a run's checkpoint, deleted
+    engine.handle("isready")
+    engine.handle("position startpos")
+    engine.handle("go nodes 4")
+    engine._join()
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "bestmove resign"
+    assert lines[-2].startswith("info string error: no model loaded: checkpoint not found: ") \
+        and "loop.keep_checkpoints" in lines[-2], lines
+
+
+def test_a_runs_folder_plays_its_newest_checkpoint_as_training_goes_on(tmp_path):
+    """A launcher made for a run's folder keeps working while training deletes old checkpoints:
+    each isready loads the newest."""
+    run = tmp_path / "checkpoints" / "myrun"
+    run.mkdir(parents=True)
+    make_tiny_checkpoint(run / "ckpt-00001.pt")
+    out = io.StringIO()
+    engine = UsiEngine(out, {"Checkpoint": str(run), "Dtype": "fp32", "PolicyTemperature": "1"})
+    engine.handle("isready")
+    assert f"info string Checkpoint {run}: playing its newest, ckpt-00001.pt" in out.getvalue()
+    make_tiny_checkpoint(run / "ckpt-00002.pt", seed=1)
+    (run / "ckpt-00001.pt").unlink()  # loop.keep_checkpoints=1
+    engine.handle("isready")
+    assert f"info string Checkpoint {run}: playing its newest, ckpt-00002.pt" in out.getvalue()
+    assert "error" not in out.getvalue() and engine.engine is not None
+    launcher = tmp_path / "engine"
+    made = run_usi("--make-launcher", str(run), str(launcher))
+    assert made.returncode == 0 and made.stderr == "" and str(run.resolve()) in launcher.read_text()
+    made = run_usi("--make-launcher", str(run / "ckpt-00002.pt"), str(launcher))
+    assert made.returncode == 0 and "loop.keep_checkpoints" in made.stderr  # a run's own file: the user is told

@@ -17,16 +17,10 @@ from conftest import TINY, games_in_progress, replay_window
 
 from azshogi.formats import checkpoint as ckpt
 from azshogi.nn.evaluator import LocalEvaluator
-from azshogi.nn.leaf_network import DeviceRunner, InstantNetwork
+from azshogi.nn.leaf_network import DeviceRunner, StandInNetwork
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.server import (
-    SHM_PREFIX,
-    ClientEvaluator,
-    InferenceServer,
-    ServerGone,
-    WorkerError,
-)
-from azshogi.selfplay.workers import shares
+from azshogi.selfplay.server import SHM_PREFIX, ClientEvaluator, InferenceServer, ServerGone
+from azshogi.selfplay.workers import WorkerError, shares
 from azshogi.train.bench import fill, sample_positions
 from azshogi.train.loop import build_components, train
 
@@ -151,7 +145,7 @@ class SlowNetwork:
     """The instant network, made to take a while (a batch in flight when Ctrl-C comes)."""
 
     def __init__(self):
-        self.inner = InstantNetwork(torch.device("cpu"))
+        self.inner = StandInNetwork(torch.device("cpu"))
         self.wire = self.inner.wire
 
     def __call__(self, *args):
@@ -185,21 +179,32 @@ def test_ctrl_c_during_a_batch_stops_cleanly(tiny_net):
 
 
 def test_a_search_through_the_server_plays_as_in_process(tiny_config):
-    """One worker sends exactly the batches the in-process search evaluates, so with the same
-    seed both play the same moves with the same root values."""
+    """A worker's groups evaluate through the server what the in-process search evaluates
+    directly, so with the same seed every game plays the same moves with the same root values,
+    whether a worker keeps one group of games or two (each game has its own random stream, and
+    game ids interleave over the groups, so the same ids start). What differs: workers play on
+    while the main process decides to pause, so a game through the server may be a move or two
+    further on; its first moves are the in-process game's."""
     games = []
-    for workers in (0, 1):
-        parts = build_components(tiny_config(f"selfplay.num_workers={workers}", "rules.max_plies=200", "device=cpu"))
+    for workers, groups in ((0, 1), (1, 1), (1, 2)):
+        parts = build_components(tiny_config(f"selfplay.num_workers={workers}", f"selfplay.worker_groups={groups}",
+                                             "rules.max_plies=200", "device=cpu"))
         try:
             selfplay = parts.selfplay
-            list(selfplay.play(until=lambda selfplay=selfplay: selfplay.counters().moves >= 6 * 12))
-            games.append(games_in_progress(parts.selfplay.state_dict()))
+            assert getattr(selfplay, "clients", 1) == workers * groups or workers == 0
+            list(selfplay.play(until=lambda selfplay=selfplay: selfplay.totals().moves >= 6 * 12))
+            games.append({g["game_id"]: g for g in games_in_progress(parts.selfplay.state_dict())})
         finally:
             parts.selfplay.close()
-    in_process, served = games
-    assert [g["moves"] for g in in_process] == [g["moves"] for g in served]
-    assert [g["root_values"] for g in in_process] == [g["root_values"] for g in served]
-    assert all(len(g["moves"]) >= 10 for g in served)
+    in_process = games[0]
+    assert sorted(in_process) == list(range(6)) and all(len(g["moves"]) == 12 for g in in_process.values())
+    for served in games[1:]:
+        assert served.keys() == in_process.keys()
+        for game_id, game in in_process.items():
+            further = served[game_id]
+            assert 12 <= len(further["moves"]) <= 14
+            assert further["moves"][:12] == game["moves"]
+            np.testing.assert_allclose(further["root_values"][:12], game["root_values"], atol=1e-5)
 
 
 def test_actors_are_shared_out_evenly():
@@ -221,11 +226,11 @@ def test_workers_pause_and_continue_their_games_with_the_new_weights(tiny_config
     driver, model = parts.selfplay, parts.model
     try:
         set_value_head(model, 0.0)
-        finished = list(driver.play(until=lambda: driver.counters().moves >= 30))
+        finished = list(driver.play(until=lambda: driver.totals().moves >= 30))
         before = {g["game_id"]: g for g in games_in_progress(driver.state_dict())}
         assert not finished and len(before) == 6
         set_value_head(model, 20.0)  # training's stand-in: the same nn.Module, changed in place
-        finished = list(driver.play(until=lambda: driver.counters().moves >= 60))
+        finished = list(driver.play(until=lambda: driver.totals().moves >= 60))
         after = {g["game_id"]: g for g in games_in_progress(driver.state_dict())}
         pids = driver.pids
     finally:
@@ -251,7 +256,7 @@ def test_a_killed_worker_is_reported_by_name_and_cleaned_up(tiny_config):
     victim = []
 
     def until():
-        if not victim and driver.counters().moves >= 6:
+        if not victim and driver.totals().moves >= 6:
             victim.append(driver.pids[1])
             os.kill(victim[0], signal.SIGKILL)
         return False
@@ -304,6 +309,11 @@ def test_end_to_end_with_two_workers_and_resume(tiny_config, tmp_path):
             assert playing[game_id][:len(moves)] == moves
         else:
             assert finished_ids.count(game_id) > len(moves), game_id
+    # The workers encoded their games as hcpe3: the phase's file holds each of them, valid.
+    from azshogi.formats.dlshogi import read_hcpe3
+
+    records = read_hcpe3(tmp_path / "logs" / "t" / "hcpe3" / "ckpt-00002.hcpe3")
+    assert len(records) == second["counters"]["games"] - first["counters"]["games"] > 0
     assert our_segments() == []
 
 
@@ -356,3 +366,19 @@ def test_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
     assert proc.returncode == 2, err
     assert "azshogi: error: self-play worker" in err and f"(pid {victim}) was killed by SIGKILL" in err, err
     assert our_segments(proc.pid) == [] and all_gone(helpers)
+
+
+def test_a_worker_is_idle_only_while_every_group_waits():
+    from azshogi.selfplay.server import IdleClock
+
+    clock = IdleClock(2)
+    clock.enter()  # one group waits, the other searches: not idle
+    time.sleep(0.05)
+    assert clock.take() == 0.0
+    clock.enter()  # both wait
+    time.sleep(0.05)
+    clock.leave()
+    time.sleep(0.05)  # one searches again
+    clock.leave()
+    assert 0.04 <= clock.take() < 0.095
+    assert clock.take() == 0.0  # taken once

@@ -15,13 +15,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from azshogi.commands.cli import fail
+from azshogi.commands.cli import fail, user_errors
 from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
 from azshogi.formats.paths import RunPaths
 from azshogi.selfplay.cluster import ClusterError
-from azshogi.selfplay.server import WorkerError
+from azshogi.selfplay.workers import WorkerError
 from azshogi.train.trainer import TrainingDiverged
 
 if TYPE_CHECKING:
@@ -214,17 +214,12 @@ def hydra_command(program: str, body: Callable[[Config], object], summary: str,
     @hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
     def _main(dict_cfg: DictConfig) -> None:
         try:
-            place_run(dict_cfg)
-            cfg = to_config(dict_cfg)
-            if writes is not None:
-                check_writable(program, writes(cfg))
-            body(cfg)
-        except USER_ERRORS as e:
-            fail(program, str(e))
-        except OSError as e:  # say, the disk filled up during the run
-            if e.filename is None:
-                raise
-            fail(program, f"{e.filename}: {e.strerror or e}")
+            with user_errors(program, *USER_ERRORS):  # and a file error, say the disk filling up during the run
+                place_run(dict_cfg)
+                cfg = to_config(dict_cfg)
+                if writes is not None:
+                    check_writable(program, writes(cfg))
+                body(cfg)
         except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop is under way
             print(f"{program}: interrupted: stopped at once, without a checkpoint", file=sys.stderr)
             sys.exit(130)

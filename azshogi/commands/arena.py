@@ -7,7 +7,8 @@ import json
 import sys
 
 from azshogi.commands.cli import ArgumentParser, fail, key_values
-from azshogi.play.players import PLAYER_KINDS, Player
+from azshogi.play.players import Player
+from azshogi.play.specs import PLAYER_KINDS
 
 PROGRAM = "azshogi-arena"
 
@@ -55,7 +56,7 @@ def main(argv=None) -> None:
     from pathlib import Path
 
     from azshogi.play.arena import Openings, play_match
-    from azshogi.play.players import make_player
+    from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
     from azshogi.shogi.rules import Rules
@@ -94,13 +95,23 @@ def main(argv=None) -> None:
     print(json.dumps(result.as_dict()))
 
 
+def ladder_plan(rungs, games: int) -> str:
+    """What `ladder` will play, said before it starts: every rung given, whatever the results
+    before it (a strong rung after a 0-4 below it is played all the same)."""
+    engines = sum(r.needs_engine for r in rungs)
+    return (f"ladder: {len(rungs)} rung{'s' * (len(rungs) != 1)} x {games} games = {len(rungs) * games} games, "
+            f"in this order: {', '.join(r.name for r in rungs)}; every rung is played whatever the results before it"
+            + (f"; {engines} of them {'needs' if engines == 1 else 'need'} Fairy-Stockfish" if engines else "")
+            + " (--rungs picks some, --games sets the games per rung)")
+
+
 def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     """Player A against the ladder's rungs: a summary per rung, the rating, a JSON last line."""
     from pathlib import Path
 
     from azshogi.play.arena import write_game
     from azshogi.play.ladder import RUNGS, play_ladder, rung
-    from azshogi.play.players import make_player
+    from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
 
@@ -109,6 +120,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     player = None
     try:
         rungs = [rung(n.strip()) for n in args.rungs.split(",") if n.strip()] if args.rungs else list(RUNGS)
+        print(ladder_plan(rungs, args.games), flush=True)
         player = make_player(args.player_a, a_options, rules=rules, max_games=args.in_flight, seed=args.seed * 2,
                              device=args.device, dtype=args.dtype)
         if player.note():

@@ -4,13 +4,30 @@ exit code 2, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from typing import NoReturn
+from typing import Iterator, NoReturn
 
 
 def fail(program: str, message: str) -> NoReturn:
     print(f"{program}: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+@contextlib.contextmanager
+def user_errors(program: str, *errors: type[Exception]) -> Iterator[None]:
+    """Runs the block; one of `errors` (a user's mistake: a bad file, a bad setting), or an
+    OSError about a file (one that cannot be read, a folder that cannot be written, a full disk),
+    ends the program with `fail`: `PROGRAM: error: PATH: reason`. An OSError that names no file
+    is a bug, shown with its traceback."""
+    try:
+        yield
+    except errors as e:
+        fail(program, str(e))
+    except OSError as e:
+        if e.filename is None:
+            raise
+        fail(program, f"{e.filename}: {e.strerror or e}")
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -12,13 +12,14 @@ the `onnx` package (`pip install 'azshogi[export]'`). `network` writes the check
 alone (its weights and settings, without the optimizer's state or the games in progress: a third
 of the file for a run with AdamW), which azshogi-usi, azshogi-arena and this command read as they
 read a checkpoint. Every output file is written to a
-temporary name and renamed; a malformed input writes nothing.
+temporary name and renamed; a malformed input, or a folder that cannot be written, writes nothing
+and ends in one line.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from azshogi.commands.cli import ArgumentParser, fail
+from azshogi.commands.cli import ArgumentParser, user_errors
 from azshogi.formats.checkpoint import CheckpointError, load, save_network
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
 from azshogi.formats.files import write_atomically
@@ -52,7 +53,7 @@ def main(argv=None) -> None:
     p.add_argument("checkpoint", type=Path)
     p.add_argument("out", type=Path)
     args = parser.parse_args(argv)
-    try:
+    with user_errors("azshogi-export", CheckpointError, DataFormatError, ExportError):  # and a folder not writable
         if args.command == "onnx":
             print(export_onnx(args.checkpoint, args.out, args.opset))
         elif args.command == "network":
@@ -60,8 +61,6 @@ def main(argv=None) -> None:
         else:
             written = hcpe3_to_csa(args.hcpe3, args.out_dir)
             print(f"{len(written)} games written to {args.out_dir}")
-    except (CheckpointError, DataFormatError, ExportError) as e:
-        fail("azshogi-export", str(e))
 
 
 if __name__ == "__main__":

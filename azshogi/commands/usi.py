@@ -3,6 +3,11 @@
     azshogi-usi [CHECKPOINT] [--option NAME=VALUE ...]
     azshogi-usi --make-launcher CHECKPOINT OUT [--option NAME=VALUE ...]
 
+CHECKPOINT is a checkpoint (or network) file, or a run's folder (checkpoints/<run>/): the engine
+then plays the run's newest checkpoint each time it loads, so a launcher made for the folder
+follows the run as it trains. A run's own checkpoint files are deleted as training goes on
+(loop.keep_checkpoints): a launcher made for one says so when it is made.
+
 Imports nothing heavy before the engine runs: a GUI's `usi` is answered at once.
 """
 from __future__ import annotations
@@ -12,8 +17,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from azshogi.commands.cli import ArgumentParser, fail, key_values
+from azshogi.commands.cli import ArgumentParser, fail, key_values, user_errors
 from azshogi.formats.files import atomic_writer
+from azshogi.formats.paths import checkpoint_number
 from azshogi.play.usi import OPTIONS, UsiEngine
 
 PROGRAM = "azshogi-usi"
@@ -39,7 +45,8 @@ def write_launcher(checkpoint: str, out: str, options: dict) -> Path:
 
 def main(argv=None) -> None:
     parser = ArgumentParser(prog=PROGRAM, description="A USI engine playing an azshogi checkpoint.")
-    parser.add_argument("checkpoint", nargs="?", help="checkpoint file (the Checkpoint option's default)")
+    parser.add_argument("checkpoint", nargs="?", help="checkpoint file, or a run's folder to play its newest "
+                                                      "checkpoint (the Checkpoint option's default)")
     parser.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
                         help="an option's default (repeatable), e.g. --option NodesPerMove=400")
     parser.add_argument("--make-launcher", nargs="+", metavar="ARG",
@@ -59,14 +66,21 @@ def main(argv=None) -> None:
             fail(PROGRAM, "--make-launcher takes CHECKPOINT and OUT, e.g. azshogi-usi --make-launcher "
                           "checkpoints/myrun/ckpt-00040.pt ~/engines/azshogi-myrun")
         checkpoint, out = given
-    if checkpoint and not Path(checkpoint).is_file():
+    if checkpoint and not Path(checkpoint).exists():
         fail(PROGRAM, f"checkpoint not found: {checkpoint}")
+    if checkpoint and Path(checkpoint).is_dir() and not any(Path(checkpoint).glob("ckpt-*.pt")):
+        fail(PROGRAM, f"{checkpoint}: no checkpoint in this folder (ckpt-NNNNN.pt)")
     try:
         engine = UsiEngine(sys.stdout, options)  # validates the options
     except ValueError as e:
         fail(PROGRAM, f"--option: {e}")
     if args.make_launcher:
-        print(write_launcher(checkpoint, out, options))
+        with user_errors(PROGRAM):  # a folder that cannot be written
+            print(write_launcher(checkpoint, out, options))
+        if checkpoint_number(Path(checkpoint)) is not None:
+            print(f"note: {checkpoint} is a run's checkpoint, which training deletes once newer ones follow "
+                  f"(loop.keep_checkpoints); a launcher for the run's folder ({Path(checkpoint).parent}) plays its "
+                  f"newest, and azshogi-export network keeps this one for good", file=sys.stderr)
         return
     if checkpoint:
         engine.defaults["Checkpoint"] = engine.options["Checkpoint"] = str(Path(checkpoint).resolve())

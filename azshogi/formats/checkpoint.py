@@ -87,8 +87,16 @@ def save_network(state: dict, source: Path, out: Path) -> Path:
     weights and the settings it is rebuilt from, no optimizer, replay window or games in
     progress — atomically to `out` (any name: it is no run's checkpoint). `network` reads it back."""
     weights, config = network(state, source)
+    return write_network(weights, config, out)
+
+
+def write_network(weights: dict, config: dict, out: Path, **extra) -> Path:
+    """The one writer of a network file: its weights (a state_dict, copied to the CPU), the plain
+    config it is rebuilt from, and `extra` keys (e.g. which checkpoint it was), atomically to
+    `out`. `network` reads it back; so do `azshogi-usi` and `search:` players."""
+    weights = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in weights.items()}
     with atomic_writer(Path(out)) as f:
-        torch.save(_tensors({"model": weights, "config": config}), f)
+        torch.save(_tensors({"model": weights, "config": config, **extra}), f)
     return Path(out)
 
 
@@ -109,6 +117,13 @@ def latest(directory: Path) -> Optional[Path]:
     return files[-1] if files else None
 
 
+def before(path: Path) -> Optional[Path]:
+    """The checkpoint file of `path`'s run just older than `path` (where a run whose newest
+    file is damaged can resume), or None."""
+    older = [p for p in list_checkpoints(Path(path).parent) if _order(p) < _order(Path(path))]
+    return older[-1] if older else None
+
+
 def save(state: dict, path: Path, keep: int) -> Path:
     """Writes `state` atomically to `path`, a checkpoint file of a run (RunPaths.checkpoint:
     temporary file, flush, fsync, rename; numpy arrays become tensors) and keeps, in its folder,
@@ -117,7 +132,7 @@ def save(state: dict, path: Path, keep: int) -> Path:
     path = Path(path)
     if checkpoint_number(path) is None:
         raise ValueError(f"{path.name} is not a checkpoint file's name (formats/paths.checkpoint_name)")
-    with atomic_writer(path, mode=0o600) as f:  # checkpoints hold the whole run: private
+    with atomic_writer(path) as f:  # as readable as any file the user writes (the umask decides)
         torch.save(_tensors(state), f)
     files = list_checkpoints(path.parent)
     full = [p for p in files if not _order(p)[1]]

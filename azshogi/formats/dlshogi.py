@@ -199,7 +199,7 @@ class Hcpe3Writer:
         return len(self._chunks)
 
     def add(self, game: SelfPlayGame) -> None:
-        self._chunks.append(encode_game(game))
+        self._chunks.append(game.hcpe3 if game.hcpe3 is not None else encode_game(game))
 
     def flush(self, path: Path, append: bool = False) -> Optional[Path]:
         """Writes the pending games to `path` atomically (after what it holds, with append)

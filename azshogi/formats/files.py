@@ -1,4 +1,6 @@
-"""Writing files so that a reader never sees half of one: temporary name, fsync, rename."""
+"""Writing files so that a reader never sees half of one: temporary name, fsync, rename. A file
+gets the mode a plain open() would give it (0666, or the mode asked for, less the umask), and an
+error names the file being written, never its temporary name."""
 from __future__ import annotations
 
 import contextlib
@@ -14,17 +16,21 @@ def atomic_writer(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
 
     The data goes to a temporary file in the same folder, is flushed and fsynced, and is then
     renamed over `path` (and the folder fsynced). On any failure the temporary file is removed
-    and `path` keeps its previous content (or stays absent). `mode` is masked by the umask."""
+    and `path` keeps its previous content (or stays absent). `mode` is masked by the umask. An
+    OSError of the writing itself (a folder that cannot be written, a full disk) names `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
-        os.fchmod(fd, mode & ~_umask())  # mkstemp makes 0600
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
+    except OSError as e:
+        raise _naming(e, path) from None
+    try:
         with os.fdopen(fd, "wb") as f:
+            _as_writer(os.fchmod, path, fd, mode & ~_umask())  # mkstemp makes 0600
             yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+            _as_writer(f.flush, path)
+            _as_writer(os.fsync, path, f.fileno())
+        _as_writer(os.replace, path, tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -34,6 +40,19 @@ def atomic_writer(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
 def write_atomically(path: Path, data: bytes) -> None:
     with atomic_writer(path) as f:
         f.write(data)
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """`error` (of the temporary file, or of no file) as one of writing `path`."""
+    return type(error)(error.errno, error.strerror or str(error), str(path))
+
+
+def _as_writer(step, path: Path, *args) -> None:
+    """One step of writing `path`; its OSError names `path`."""
+    try:
+        step(*args)
+    except OSError as e:
+        raise _naming(e, path) from None
 
 
 def _fsync_dir(directory: Path) -> None:

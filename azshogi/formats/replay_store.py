@@ -119,7 +119,7 @@ class ReplayStore:
         checkpoint keeps: {"file", "first", "count"}."""
         data = encode(block, first)
         name = segment_name(data, first)
-        with atomic_writer(self.directory / name, mode=0o600) as f:  # like the checkpoints: private
+        with atomic_writer(self.directory / name) as f:
             f.write(data)
         return {"file": name, "first": first, "count": len(block)}
 

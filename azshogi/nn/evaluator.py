@@ -11,7 +11,7 @@ import torch
 
 from azshogi.config import ConfigError
 from azshogi.nn.inference import InferenceNet
-from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, InstantNetwork, LeafNetwork
+from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, LeafNetwork, StandInNetwork
 from azshogi.shogi.network_io import EvaluatorTotals, LeafBatch
 
 
@@ -53,16 +53,20 @@ class LocalEvaluator:
     expanded and the legal moves' logits gathered on the device (leaf_network.py)."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
-                 max_batch: Optional[int] = None, instant: bool = False, **inference_options):
-        """instant: answer with leaf_network.InstantNetwork instead of the model (to measure
-        everything but the network)."""
+                 max_batch: Optional[int] = None, stand_in: Optional[float] = None, **inference_options):
+        """stand_in: answer with leaf_network.StandInNetwork after this many seconds instead of
+        the model (0: at once; to measure everything but the network)."""
         self.model, self.device, self.dtype = model, device, dtype
         self.net = InferenceNet(model, device, dtype, max_batch=max_batch, **inference_options)
-        network = InstantNetwork(device, dtype) if instant else LeafNetwork(self.net, max_batch)
+        network = LeafNetwork(self.net, max_batch) if stand_in is None else StandInNetwork(device, dtype, stand_in)
         self.runner = DeviceRunner(network, device)
         self.stats = EvaluatorTotals()
         self.lock = threading.Lock()  # search threads take turns on the network
         self._spare: Optional[HostBuffers] = None  # for batches allocated elsewhere
+
+    def refresh(self) -> None:
+        """Takes the model's new weights now (after a training phase), not at the next call."""
+        self.net.refresh()
 
     @property
     def wire(self) -> torch.dtype:
@@ -95,8 +99,8 @@ class LocalEvaluator:
 
 
 def make_evaluator(model: torch.nn.Module, device: torch.device, cfg, max_batch: int,
-                   instant: bool = False) -> LocalEvaluator:
-    """The in-process evaluator for an InferenceConfig `cfg`."""
+                   stand_in: Optional[float] = None) -> LocalEvaluator:
+    """The in-process evaluator for an InferenceConfig `cfg` (stand_in: see LocalEvaluator)."""
     return LocalEvaluator(model, device, resolve_dtype(cfg.dtype.value, device), channels_last=cfg.channels_last,
                           fold_batchnorm=cfg.fold_batchnorm, compile=cfg.compile, max_batch=max_batch,
-                          compile_cache=cfg.compile_cache, instant=instant)
+                          compile_cache=cfg.compile_cache, cuda_graphs=cfg.cuda_graphs, stand_in=stand_in)

@@ -1,11 +1,15 @@
-"""The inference form of the shared network: batch-norm folded into the convolutions,
-channels_last memory, autocast, and optionally torch.compile on fixed (padded) batch shapes.
+"""The inference form of the shared network: batch-norm folded into the convolutions, the
+weights cast once to the inference dtype, channels_last memory, and optionally torch.compile on
+fixed (padded) batch shapes.
 
 `FoldedNet` holds no weights of its own making: `refresh()` recomputes its folded tensors from
-the trained model *in place*, and `InferenceNet` calls it whenever the model's parameters or
-statistics have changed (PyTorch bumps a tensor's version on every in-place update, as an
-optimizer step or load_state_dict does). So self-play always sees the weights training produced,
-and a compiled graph stays valid across refreshes.
+the trained model and casts them *in place* into its own (16-bit under bf16/fp16 inference),
+so a forward pass casts no weight and runs without autocast. `InferenceNet.refresh()` does it
+after each training phase (the loop calls it), and a call refreshes by itself whenever the
+model's parameters or statistics have changed since (PyTorch bumps a tensor's version on every
+in-place update, as an optimizer step or load_state_dict does; the model's tensors are listed
+once, so the check costs a sum, not a walk of the model). So self-play always sees the weights
+training produced, and a compiled graph stays valid across refreshes.
 """
 from __future__ import annotations
 
@@ -28,16 +32,17 @@ def _fold(conv_weight: torch.Tensor, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, 
 
 
 class FoldedNet(nn.Module):
-    """PolicyValueNet's eval-mode function with every batch norm folded away."""
+    """PolicyValueNet's eval-mode function with every batch norm folded away, its weights held
+    in `dtype` (inputs are cast to it; the outputs come out in it)."""
 
-    def __init__(self, source: PolicyValueNet):
+    def __init__(self, source: PolicyValueNet, dtype: torch.dtype = torch.float32):
         super().__init__()
         self.source = [source]  # a list: not registered as a submodule (no second state_dict)
-        self.blocks = source.blocks
+        self.blocks, self.dtype = source.blocks, dtype
         self.weights = nn.ParameterDict()
         with torch.no_grad():
             for name, tensor in self._folded().items():
-                self.weights[name] = nn.Parameter(tensor.detach().clone(), requires_grad=False)
+                self.weights[name] = nn.Parameter(tensor.detach().to(dtype, copy=True), requires_grad=False)
 
     def _folded(self) -> dict:
         s = self.source[0]
@@ -59,10 +64,13 @@ class FoldedNet(nn.Module):
     @torch.no_grad()
     def refresh(self) -> None:
         for name, tensor in self._folded().items():
-            self.weights[name].copy_(tensor)  # in place: keeps memory format and compiled graphs
+            self.weights[name].copy_(tensor)  # in place (cast): keeps dtype, memory format, compiled graphs
 
     def forward(self, features1: torch.Tensor, features2: torch.Tensor):
+        """features2 may be (N, 57, 1, 1): its planes are constant over the board, and the 1x1
+        convolution's output is broadcast."""
         w = self.weights
+        features1, features2 = features1.to(self.dtype), features2.to(self.dtype)
         x = F.relu(F.conv2d(features1, w["stem1_w"], w["stem_b"], padding=1) + F.conv2d(features2, w["stem2_w"]))
         for i in range(self.blocks):
             y = F.relu(F.conv2d(x, w[f"b{i}_w1"], w[f"b{i}_b1"], padding=1))
@@ -73,8 +81,8 @@ class FoldedNet(nn.Module):
         return policy, value
 
 
-def _version(model: nn.Module) -> int:
-    return sum(t._version for t in model.state_dict().values())
+def _version(tensors: list) -> int:
+    return sum(t._version for t in tensors)
 
 
 def batch_buckets(max_batch: int) -> list[int]:
@@ -102,36 +110,42 @@ class InferenceNet:
 
     def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
                  channels_last: bool = True, fold_batchnorm: bool = True, compile: bool = False,
-                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None):
+                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None, cuda_graphs: bool = False):
         self.model, self.device, self.dtype = model, device, dtype
         self.channels_last = channels_last
         self.fold = False
         self.net: nn.Module = model
         if fold_batchnorm and isinstance(model, PolicyValueNet):
-            self.fold, self.net = True, FoldedNet(model).to(device)
+            self.fold, self.net = True, FoldedNet(model, dtype).to(device)
         if channels_last:
             # Module.to takes memory_format (torch's stubs list only its tensor overloads' keywords)
             self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        self._seen_version = _version(model)
+        self._tensors = list(model.state_dict().values())  # the model's own tensors, listed once
+        self._seen_version = _version(self._tensors)
         self.buckets: Optional[list[int]] = None
+        self.graphs = False
         if compile:
             if compile_cache:
                 Path(compile_cache).expanduser().mkdir(parents=True, exist_ok=True)
                 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(compile_cache).expanduser()))
             self.buckets = batch_buckets(max_batch or 512)
             _allow_recompiles(len(self.buckets))
-            self.net = cast(nn.Module, torch.compile(self.net, dynamic=False))  # an OptimizedModule
+            # reduce-overhead: CUDA graphs per compiled shape (on the CPU the same as the default)
+            self.graphs = cuda_graphs and device.type == "cuda"
+            mode = "reduce-overhead" if self.graphs else None
+            self.net = cast(nn.Module, torch.compile(self.net, dynamic=False, mode=mode))  # an OptimizedModule
 
-    def _sync_weights(self) -> None:
-        version = _version(self.model)
-        if version != self._seen_version:
-            if self.fold:
-                folded = self.net._orig_mod if hasattr(self.net, "_orig_mod") else self.net
-                cast(FoldedNet, folded).refresh()
-            self._seen_version = version
+    def refresh(self) -> None:
+        """Takes the model's current weights (folds and casts them once); the loop calls it after
+        each training phase. A call also refreshes by itself if the weights changed since."""
+        if self.fold:
+            folded = self.net._orig_mod if hasattr(self.net, "_orig_mod") else self.net
+            cast(FoldedNet, folded).refresh()
+        self._seen_version = _version(self._tensors)
 
     def __call__(self, x1: torch.Tensor, x2: torch.Tensor):
-        self._sync_weights()
+        if _version(self._tensors) != self._seen_version:
+            self.refresh()
         if self.model.training:
             self.model.eval()
         n = x1.shape[0]
@@ -143,7 +157,10 @@ class InferenceNet:
         if self.channels_last:
             x1 = x1.contiguous(memory_format=torch.channels_last)
             x2 = x2.contiguous(memory_format=torch.channels_last)
+        # The folded weights are already in the inference dtype; the plain model needs autocast.
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.dtype,
-                                                    enabled=self.dtype != torch.float32):
+                                                    enabled=self.dtype != torch.float32 and not self.fold):
+            if self.graphs:  # a new replay: the previous call's outputs have been consumed
+                torch.compiler.cudagraph_mark_step_begin()
             policy, value = self.net(x1, x2)
         return policy[:n], value[:n]

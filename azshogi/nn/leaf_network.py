@@ -3,8 +3,10 @@
 `LeafNetwork` expands a LeafBatch's packed planes on the device (a 256 x 8 bit table), runs the
 inference network, and gathers on the device the logits of each leaf's legal moves by label, so
 that only those (in the network's own dtype: bf16 or fp16 under autocast, else float32) and the
-win probabilities go back. `InstantNetwork` has the same inputs and outputs and does no work, to
-measure everything around the network (azshogi-bench's instant mode).
+win probabilities go back. `StandInNetwork` has the same inputs and outputs and does no work: it
+answers at once (azshogi-bench's instant mode: everything around the network) or after a fixed
+delay without holding the GIL (the delay mode: a GPU's forward pass as a CPU-only machine can
+imitate it, to see whether self-play keeps such a device busy).
 
 `DeviceRunner` moves batches between host and device: host buffers in page-locked memory on
 CUDA, copies with non_blocking=True, and an event per launch, so that a caller can prepare the
@@ -12,6 +14,7 @@ next batch while the device works on this one. On the CPU the same calls run syn
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -34,15 +37,17 @@ def bit_table(device: torch.device) -> torch.Tensor:
     return ((byte[:, None] >> torch.arange(7, -1, -1, dtype=torch.int32)) & 1).to(torch.float32).to(device)
 
 
-def expand_planes(packed: torch.Tensor, table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Packed rows (B, 636) uint8 -> features1 (B, 62, 9, 9), features2 (B, 57, 9, 9) float32,
-    equal to make_input_features' planes."""
+def expand_planes(packed: torch.Tensor, table: torch.Tensor,
+                  board_planes2: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Packed rows (B, 636) uint8 -> features1 (B, 62, 9, 9), features2 (B, 57, 9, 9) in the
+    table's dtype, equal to make_input_features' planes. board_planes2=False: features2 as
+    (B, 57, 1, 1), one value per plane (each is constant over the board)."""
     n = packed.shape[0]
     bits = torch.nn.functional.embedding(packed.long(), table).reshape(n, -1)
     planes1 = bits[:, :features.FEATURES1_PLANES * 81].reshape(n, features.FEATURES1_PLANES, 9, 9)
     start = features.PACKED1_BYTES * 8
     planes2 = bits[:, start:start + features.FEATURES2_PLANES].reshape(n, features.FEATURES2_PLANES, 1, 1)
-    return planes1, planes2.expand(n, features.FEATURES2_PLANES, 9, 9)
+    return planes1, (planes2.expand(n, features.FEATURES2_PLANES, 9, 9) if board_planes2 else planes2)
 
 
 def gather_legal(policy: torch.Tensor, counts: torch.Tensor, labels: torch.Tensor, num_labels: int) -> torch.Tensor:
@@ -59,11 +64,13 @@ class LeafNetwork:
 
     def __init__(self, net, max_batch: Optional[int] = None):
         self.net, self.max_batch = net, max_batch
-        self.table = bit_table(net.device)
+        # Planes made in the dtype the folded weights are held in (the plain model autocasts).
+        self.table = bit_table(net.device).to(net.dtype if net.fold else torch.float32)
         self.wire = net.dtype if net.dtype != torch.float32 else torch.float32
 
     def __call__(self, packed, counts, labels, num_labels: int):
-        x1, x2 = expand_planes(packed, self.table)
+        # features2 stays (B, 57, 1, 1): the network's 1x1 convolution of it is broadcast.
+        x1, x2 = expand_planes(packed, self.table, board_planes2=False)
         step = self.max_batch or len(x1)
         parts = [self.net(x1[i:i + step], x2[i:i + step]) for i in range(0, len(x1), step)]
         policy = parts[0][0] if len(parts) == 1 else torch.cat([p for p, _ in parts])
@@ -73,16 +80,20 @@ class LeafNetwork:
             return legal, torch.sigmoid(value.float()).squeeze(1)
 
 
-class InstantNetwork:
+class StandInNetwork:
     """LeafNetwork's inputs and outputs without its work: logits 0 and win probability 0.5 from
-    preallocated device buffers. Excludes the planes' expansion, the forward pass and the gather."""
+    preallocated device buffers, after `delay_s` seconds of sleep (which releases the GIL, as a
+    device's forward pass does), whatever the batch. Excludes the planes' expansion, the forward
+    pass and the gather. delay_s = 0: the instant network."""
 
-    def __init__(self, device: torch.device, wire: torch.dtype = torch.float32):
-        self.device, self.wire = device, wire
+    def __init__(self, device: torch.device, wire: torch.dtype = torch.float32, delay_s: float = 0.0):
+        self.device, self.wire, self.delay_s = device, wire, delay_s
         self._logits = torch.zeros(0, dtype=wire, device=device)
         self._values = torch.zeros(0, dtype=torch.float32, device=device)
 
     def __call__(self, packed, counts, labels, num_labels: int):
+        if self.delay_s > 0:
+            time.sleep(self.delay_s)
         if len(self._logits) < num_labels or len(self._values) < len(packed):
             self._logits = torch.zeros(max(num_labels, 2 * len(self._logits)), dtype=self.wire, device=self.device)
             self._values = torch.full((max(len(packed), 2 * len(self._values)),), 0.5, device=self.device)

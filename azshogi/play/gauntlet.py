@@ -1,4 +1,5 @@
-"""Evaluation inside the training loop: matches against rungs of the ladder and the previous model.
+"""The gauntlet: the rating matches inside the training loop, against rungs of the ladder and the
+previous model.
 
 Every `eval.every` checkpoints the current network (the loop's own model object, no copy) plays
 `eval.games` games against each opponent, all games of a match in flight at once:
@@ -8,8 +9,9 @@ Every `eval.every` checkpoints the current network (the loop's own model object,
   strength as it climbs);
 - optionally an external USI engine (`eval.usi_engine`), and the last evaluated checkpoint.
 
-The network plays as the engine (play/engine.py) with a fixed number of simulations per move
-(`eval.num_simulations`, else `search.num_simulations`) and its default settings (the policy
+The network plays as the engine (play/engine.Engine) with a fixed number of simulations per move
+(`eval.num_simulations`, else `search.num_simulations`) and its default settings (the settings
+with an `eval.*` key, play/settings.py, from the run's eval settings) (the policy
 temperature chosen from the network, as a GUI gets it), so the strength measured is that of the
 engine users run, and reproducible. A rung that cannot be played (Fairy-Stockfish missing or
 failing) is left out with a one-line note; the run goes on. TensorBoard gets, under `eval/`:
@@ -38,18 +40,19 @@ import torch
 
 from azshogi.config import Config, ConfigError, to_plain
 from azshogi.formats import checkpoint as ckpt
-from azshogi.formats.files import atomic_writer, write_atomically
+from azshogi.formats.files import write_atomically
 from azshogi.formats.paths import RunPaths
 from azshogi.nn.evaluator import make_evaluator
 from azshogi.nn.network import from_config
 from azshogi.play.arena import MatchGame, MatchResult, Openings, play_match, write_game
-from azshogi.play.engine import EngineSettings
+from azshogi.play.engine import Engine
 from azshogi.play.ladder import RUNGS, Rating, nearest_rungs, play_ladder, rung
-from azshogi.play.players import Player, SearchPlayer, UsiPlayer
+from azshogi.play.players import Player, UsiPlayer
+from azshogi.play.settings import EngineSettings, from_eval
 from azshogi.play.usi_client import UsiError
 from azshogi.shogi.rules import rules_of
 
-PLAY_BATCH = EngineSettings().batch_size  # the engine's default BatchSize
+PLAY_BATCH = EngineSettings().batch_size  # the engine's default BatchSize (no eval.* key)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class When:
 
 
 @dataclass
-class Evaluation:
+class GauntletResult:
     checkpoint: int
     step: int
     matches: dict  # opponent name -> MatchResult
@@ -90,9 +93,11 @@ def check_settings(cfg: Config) -> None:
 
 
 def engine_settings(cfg: Config) -> EngineSettings:
-    """The engine as the in-loop evaluation plays it."""
-    return EngineSettings(nodes=cfg.eval.num_simulations or cfg.search.num_simulations, batch_size=PLAY_BATCH,
-                          max_plies=cfg.eval.max_plies or cfg.rules.max_plies)
+    """The engine as the in-loop evaluation plays it: the settings with an `eval.*` key
+    (play/settings.py) from the run's eval settings (0: the run's search.num_simulations and
+    rules.max_plies), the others at their defaults."""
+    return from_eval(lambda key: getattr(cfg.eval, key),
+                     {"nodes": cfg.search.num_simulations, "max_plies": cfg.rules.max_plies})
 
 
 def _evaluator(model, cfg: Config, device: torch.device):
@@ -109,9 +114,9 @@ def _rungs(cfg: Config, history: list) -> list:
     return sorted(chosen, key=lambda r: r.rating)
 
 
-def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, paths: RunPaths, when: When,
-                        writer=None, say: Callable[[str], None] = print, progress: bool = False,
-                        evaluator=None) -> Evaluation:
+def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, paths: RunPaths, when: When,
+                    writer=None, say: Callable[[str], None] = print, progress: bool = False,
+                    evaluator=None) -> GauntletResult:
     """Plays the evaluation matches of one checkpoint and records them (see the module doc).
     evaluator: the loop's own evaluator of `model` (shares its compiled shapes), or None."""
     ec = cfg.eval
@@ -119,8 +124,7 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
     seed = cfg.seed * 1_000_003 + when.checkpoint
     openings = f"random:{ec.opening_plies}"
     settings = engine_settings(cfg)
-    current = SearchPlayer(evaluator or _evaluator(model, cfg, device), cfg, settings, ec.games,
-                           f"ckpt{when.checkpoint}")
+    current = Engine(evaluator or _evaluator(model, cfg, device), cfg, settings, ec.games, f"ckpt{when.checkpoint}")
     history = _history(paths)
     history = [h for h in history if h["checkpoint"] < when.checkpoint]  # a resumed run redoes later ones
 
@@ -140,8 +144,8 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
         def previous_player() -> Player:
             net = from_config(cfg.model)
             net.load_state_dict(previous_state["model"])
-            return SearchPlayer(_evaluator(net.to(device).eval(), cfg, device), cfg, settings, ec.games,
-                                f"ckpt{previous_state['checkpoint']}")
+            return Engine(_evaluator(net.to(device).eval(), cfg, device), cfg, settings, ec.games,
+                          f"ckpt{previous_state['checkpoint']}")
         others.append(("previous", previous_player))
     for label, make in others:
         try:
@@ -158,17 +162,17 @@ def evaluate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.devic
         finally:
             opponent.close()
 
-    result = Evaluation(when.checkpoint, when.step, matches, ladder.rating, ladder.skipped)
+    result = GauntletResult(when.checkpoint, when.step, matches, ladder.rating, ladder.skipped)
     r = result.rating
     history.append({"checkpoint": when.checkpoint, "step": when.step, "games": when.games,
                     "seconds": round(when.seconds, 1), "rating": None if r is None else round(r.rating, 1),
                     "rating_margin": None if r is None or not math.isfinite(r.margin) else round(r.margin, 1),
-                    "skipped": ladder.skipped, "policy_temperature": current.search.policy_temperature,
+                    "skipped": ladder.skipped, "policy_temperature": current.policy_temperature,
                     "matches": {k: m.as_dict() for k, m in matches.items()}})
     write_atomically(paths.eval_ratings, json.dumps(history, indent=1).encode())
     _save_previous(model, cfg, when.checkpoint, paths)
     if writer is not None:
-        writer.add_scalar("eval/policy_temperature", current.search.policy_temperature, when.step)
+        writer.add_scalar("eval/policy_temperature", current.policy_temperature, when.step)
         _write_scalars(writer, result, when)
     say(result.summary())
     return result
@@ -184,7 +188,7 @@ def _history(paths: RunPaths) -> list:
                                    f"the rating history anew") from None
 
 
-def _write_scalars(writer, result: Evaluation, when: When) -> None:
+def _write_scalars(writer, result: GauntletResult, when: When) -> None:
     for label, m in result.matches.items():
         e = m.elo
         writer.add_scalar(f"eval/win_rate/{label}", e.score, when.step)
@@ -201,7 +205,5 @@ def _write_scalars(writer, result: Evaluation, when: When) -> None:
 
 
 def _save_previous(model, cfg: Config, checkpoint: int, paths: RunPaths) -> None:
-    """The evaluated weights, for the next evaluation's `previous` match (atomically)."""
-    with atomic_writer(paths.eval_previous) as f:
-        torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                    "config": to_plain(cfg), "checkpoint": checkpoint}, f)
+    """The evaluated weights, for the next evaluation's `previous` match (a network file, formats/)."""
+    ckpt.write_network(model.state_dict(), to_plain(cfg), paths.eval_previous, checkpoint=checkpoint)

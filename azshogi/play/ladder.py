@@ -25,6 +25,10 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Callable, Optional, Sequence
 
+from azshogi.play.arena import Openings, play_match
+from azshogi.play.players import GreedyPlayer, RandomPlayer, UsiPlayer
+from azshogi.play.usi_client import UsiError
+
 _Z975 = NormalDist().inv_cdf(0.975)
 _K = math.log(10.0) / 400.0  # d/dR of the logistic argument
 FAIRY_STOCKFISH = "fairy-stockfish"
@@ -90,8 +94,6 @@ def rung_player(name: str, seed: int = 0, options: Optional[dict] = None, label:
                 engine: str = FAIRY_STOCKFISH):
     """A player for the rung `name` (player spec `ladder:NAME`); a rung is fixed, so it takes
     no options. Raises EngineMissing without Fairy-Stockfish."""
-    from azshogi.play.players import GreedyPlayer, RandomPlayer, UsiPlayer
-
     if options:
         raise ValueError(f"player 'ladder:{name}': a rung takes no options (got {', '.join(options)})")
     r = rung(name)
@@ -244,9 +246,6 @@ def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: s
     """Plays `player` against each rung (`games` games, colours alternating). A rung that
     cannot be played (Fairy-Stockfish missing, or crashing) is left out with a one-line note
     through `say`; the others are played. on_game(rung name, opponent, arena.MatchGame) per game."""
-    from azshogi.play.arena import Openings, play_match
-    from azshogi.play.usi_client import UsiError
-
     result = LadderResult(player.name)
     for r in rungs:
         try:

@@ -1,37 +1,23 @@
-"""Players for matches: a checkpoint with the USI engine's search or by its raw policy,
-self-play's batched Gumbel search, uniform random, a one-ply material-greedy baseline, and any
-external USI engine.
+"""Players for matches: what a player is (`Player`: `choose` answers a list of turns), and the
+players that are not the engine: a checkpoint's raw policy, self-play's batched Gumbel search,
+uniform random, a one-ply material-greedy baseline, and any external USI engine. The engine
+itself (`search:CKPT`, the one users run in a GUI) is play/engine.Engine; play/specs.py makes
+players from the command line's specs.
 
 A player answers a *list* of turns at once (`choose`), one per game in flight where it is to
 move, so a network player evaluates all of them in one batched forward pass per search step.
-Player specs on the command line:
-
-    random | greedy | policy:CHECKPOINT | search:CHECKPOINT | gumbel:CHECKPOINT | usi:"COMMAND [ARGS]"
-
-`search:` is the engine users run in a GUI (search/anytime.GameSearch) with a fixed number of
-simulations per move, so a match measures that engine and is reproducible. Options `KEY=VALUE`:
-search `nodes` (simulations per move; default the run's search.num_simulations), `batch`
-(descents per tree per forward pass, the engine's BatchSize; default 8), `mate` (df-pn nodes of
-the root mate search, 0 = off; default 100000), `resign` (a win rate), `cpuct` (PUCT's c_init;
-default the run's), `fpu` (first-play urgency reduction; default 0.2), `softmax` (the policy's
-temperature for the priors, or `auto`, the default: chosen from the network, play/temperature.py); gumbel `simulations`,
-`considered` (Gumbel's m), `mate` (plies of the root mate search, default 3, 0 = off), `resign`;
-policy `temperature`; usi `go` (the go arguments, default `byoyomi 1000`) and anything else as
-`setoption` (e.g. `UCI_Variant=shogi`); every kind `name`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Optional, Sequence
 
 import cshogi
 import numpy as np
 
-from azshogi.play.engine import EngineSettings, engine_search
-from azshogi.play.temperature import AUTO, parse_temperature
+from azshogi.config import SearchKind
 from azshogi.play.usi_client import UsiClient, win_rate_of_info
+from azshogi.search import make_search
 from azshogi.shogi.rules import Rules, declaration_wins, mate_move
 
 
@@ -173,58 +159,6 @@ class PolicyPlayer(Player):
         return out
 
 
-class SearchPlayer(Player):
-    """The engine (play/engine.py: the USI engine's search and defaults) with a fixed number of
-    simulations per move: one tree per game in flight, kept between that game's moves as the
-    engine keeps it, and the leaves of every game to move in one forward pass per step. A mate
-    found by the root's df-pn search is played at once; resigns when its root win rate falls
-    below `settings.resign` (0 = never). No noise and no sampling: a match's variety comes from
-    its openings. `cfg`: the run settings of the checkpoint the evaluator holds."""
-
-    def __init__(self, evaluator, cfg, settings: EngineSettings, max_games: int, name: str = "search"):
-        self.search = engine_search(evaluator, cfg, settings, max_games)
-        self.nodes = settings.nodes or cfg.search.num_simulations
-        self.rules, self.resign, self.name = self.search.rules, settings.resign, name
-        self.chosen = "auto, from its policy" if settings.policy_temperature is None else "set"
-        self.trees: dict[int, int] = {}  # game -> its tree in the search
-
-    def note(self) -> str:
-        return f"{self.name}: PolicyTemperature {self.search.policy_temperature:g} ({self.chosen})"
-
-    def new_game(self, game: int) -> None:
-        self.end_game(game)
-        free = sorted(set(range(self.search.games)) - set(self.trees.values()))
-        if not free:
-            raise ValueError(f"{self.name}: more than {self.search.games} games in flight")
-        self.trees[game] = free[0]
-        self.search.clear(free[0])
-
-    def end_game(self, game: int) -> None:
-        self.trees.pop(game, None)
-
-    def choose(self, turns):
-        out: list[Optional[Choice]] = [self._declaration(t) or self._mate(t) for t in turns]
-        boards, plies = {}, {}
-        for turn, choice in zip(turns, out):
-            if choice is None:
-                if turn.game not in self.trees:
-                    self.new_game(turn.game)
-                tree = self.trees[turn.game]
-                self.search.prepare(turn.board, turn.start_sfen or "", turn.moves, tree)
-                boards[tree], plies[tree] = turn.board, turn.ply
-        reports = self.search.run_games(boards, plies, self.nodes) if boards else {}
-        for i, turn in enumerate(turns):
-            if out[i] is None:
-                report = reports[self.trees[turn.game]]
-                move = "resign" if report.win_rate < self.resign else cshogi.move_to_usi(report.move)
-                out[i] = Choice(move, report.win_rate)
-        return out
-
-    def _mate(self, turn) -> Optional[Choice]:
-        line = self.search.mate(turn.board)
-        return Choice(cshogi.move_to_usi(line[0]), 1.0) if line else None
-
-
 class GumbelPlayer(Player):
     """Self-play's batched Gumbel AlphaZero search (search/gumbel.py via `make_search`), all
     turns searched together; no sampling by the improved policy (Gumbel's root sampling stays,
@@ -233,9 +167,6 @@ class GumbelPlayer(Player):
 
     def __init__(self, evaluator, search_config, rules: Rules, max_games: int, seed: int = 0,
                  resign: float = 0.0, name: str = "gumbel", mate_plies: int = 3):
-        from azshogi.config import SearchKind
-        from azshogi.search import make_search
-
         self.search = make_search(replace(search_config, kind=SearchKind.gumbel), evaluator, rules, max_games)
         self.rules, self.resign, self.name, self.mate_plies = rules, resign, name, mate_plies
         self.seed = seed
@@ -289,117 +220,3 @@ class UsiPlayer(Player):
 
     def close(self) -> None:
         self.client.close()
-
-
-# --- players from specs ---
-
-PLAYER_KINDS = "random, greedy, policy:CKPT, search:CKPT, gumbel:CKPT, usi:COMMAND or ladder:RUNG"
-_OPTIONS = {"random": (), "greedy": (), "policy": ("temperature",),
-            "search": ("nodes", "batch", "mate", "resign", "cpuct", "fpu", "softmax"),
-            "gumbel": ("simulations", "considered", "mate", "resign")}
-
-
-def _number(spec: str, options: dict, key: str, default, kind=int, low=0, high=None):
-    """options[key] (popped) as a finite number in [low, high], or `default` when not given;
-    anything else raises ValueError naming the option and what it takes."""
-    if key not in options:
-        return default
-    text = options.pop(key)
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value) or value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        takes = "an integer" if kind is int else "a number"
-        raise ValueError(f"player {spec!r}: {key}={text!r}: takes {takes} {bound}")
-    return value
-
-
-def _temperature(spec: str, options: dict) -> Optional[float]:
-    """options["softmax"] (popped): None for "auto" or when not given, else a number > 0."""
-    text = options.pop("softmax", AUTO)
-    try:
-        return parse_temperature(text)
-    except ValueError as e:
-        raise ValueError(f"player {spec!r}: softmax={text!r}: {e}") from None
-
-
-def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_games: int = 1,
-                seed: int = 0, device: str = "auto", dtype: Optional[str] = None) -> Player:
-    """A player from a spec (see the module docstring) and its KEY=VALUE options, for games
-    under `rules` with at most `max_games` in flight; a bad spec, option or checkpoint raises
-    ValueError naming it."""
-    options = dict(options or {})
-    kind, _, arg = spec.partition(":")
-    name = options.pop("name", None)
-    if kind in _OPTIONS:
-        unknown = sorted(set(options) - set(_OPTIONS[kind]))
-        if unknown:
-            allowed = ", ".join(_OPTIONS[kind] + ("name",))
-            hint = "; gumbel:CKPT (self-play's search) takes simulations and considered" \
-                if kind == "search" and {"simulations", "considered"} & set(unknown) else ""
-            raise ValueError(f"player {spec!r}: unknown option {', '.join(unknown)} (it takes {allowed}{hint})")
-    if kind in ("random", "greedy"):
-        player: Player = RandomPlayer(seed, name or "random") if kind == "random" else GreedyPlayer(seed,
-                                                                                                    name or "greedy")
-        player.rules = rules
-        return player
-    if kind == "ladder":
-        from azshogi.play.ladder import rung_player
-
-        player = rung_player(arg, seed, options, name)
-        player.rules = rules
-        return player
-    if kind == "search":
-        default = EngineSettings()
-        settings = EngineSettings(nodes=_number(spec, options, "nodes", 0, low=1),
-                                  batch_size=_number(spec, options, "batch", default.batch_size, low=1, high=256),
-                                  mate_search_nodes=_number(spec, options, "mate", default.mate_search_nodes),
-                                  resign=_number(spec, options, "resign", 0.0, float, 0.0, 1.0),
-                                  max_plies=rules.max_plies,
-                                  c_init=_number(spec, options, "cpuct", None, float, 1e-6),
-                                  fpu_reduction=_number(spec, options, "fpu", default.fpu_reduction, float),
-                                  policy_temperature=_temperature(spec, options))
-        evaluator, cfg = _checkpoint(spec, arg, max_games * settings.batch_size, device, dtype)
-        return SearchPlayer(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}")
-    if kind == "gumbel":
-        simulations = _number(spec, options, "simulations", None, low=1)
-        considered = _number(spec, options, "considered", None, low=1)
-        mate, resign = _number(spec, options, "mate", 3), _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
-        evaluator, cfg = _checkpoint(spec, arg, max_games, device, dtype)
-        search = replace(cfg.search, num_simulations=simulations or cfg.search.num_simulations,
-                         max_num_considered_actions=considered or cfg.search.max_num_considered_actions)
-        return GumbelPlayer(evaluator, search, rules, max_games, seed, resign, name or f"gumbel:{Path(arg).stem}",
-                            mate)
-    if kind == "policy":
-        temperature = _number(spec, options, "temperature", 0.0, float)
-        evaluator, _ = _checkpoint(spec, arg, max_games, device, dtype)
-        player = PolicyPlayer(evaluator, temperature, seed, name or f"policy:{Path(arg).stem}")
-        player.rules = rules
-        return player
-    if kind == "usi":
-        if not arg:
-            raise ValueError("player usi: give the engine command, e.g. usi:/usr/games/fairy-stockfish")
-        go = options.pop("go", "byoyomi 1000")
-        return UsiPlayer(arg, options, go, name)
-    raise ValueError(f"unknown player {spec!r}: {PLAYER_KINDS}")
-
-
-def _checkpoint(spec: str, path: str, max_batch: int, device: str, dtype: Optional[str]):
-    """(evaluator, the run's config) of a network player's checkpoint, sized for `max_batch`
-    positions per forward pass."""
-    kind = spec.partition(":")[0]
-    if not path:
-        raise ValueError(f"player {spec!r}: give a checkpoint, e.g. {kind}:checkpoints/run/ckpt-00010.pt")
-    if not Path(path).is_file():
-        raise ValueError(f"player {spec!r}: checkpoint not found: {path}")
-    from azshogi.formats.checkpoint import CheckpointError
-    from azshogi.play.models import model_evaluator
-
-    try:
-        return model_evaluator(path, device, dtype, max_batch=max_batch)
-    except CheckpointError as e:
-        raise ValueError(f"player {spec!r}: {e}") from None
-    except RuntimeError as e:  # e.g. CUDA asked for on a machine without it
-        raise ValueError(f"player {spec!r}: {e}") from None

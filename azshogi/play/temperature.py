@@ -20,10 +20,11 @@ from typing import Optional
 import cshogi
 import numpy as np
 
+from azshogi.play.settings import SETTINGS
 from azshogi.search.tree import masked_softmax
 from azshogi.shogi.network_io import LeafBatch
 
-AUTO = "auto"
+_ROW = next(s for s in SETTINGS if s.field == "policy_temperature")
 # nats: by the entropies docs/strength.md measured (2.81 and 2.76 at T = 1.5 for the 2-hour checkpoints, 2.66 at
 # T = 1 and 3.22 at 1.5 for the 24-minute one), about 1.5 for the first and 1.1 for the second
 TARGET_ENTROPY = 2.8
@@ -33,16 +34,9 @@ SAMPLE_GAMES, SAMPLE_PLIES, FROM_PLY = 16, 80, 10  # 16 games: T within +-0.02 o
 
 def parse_temperature(text) -> Optional[float]:
     """A policy temperature as given by a user: "auto" (None: chosen from the network) or a
-    number > 0; anything else raises ValueError saying what it takes."""
-    if isinstance(text, str) and text.strip().lower() == AUTO:
-        return None
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"takes a number > 0 or {AUTO}, got {text!r}")
-    return value
+    number > 0; anything else raises ValueError saying what it takes (the setting's row,
+    play/settings.py)."""
+    return _ROW.parse(text)
 
 
 def sample_logits(evaluator, games: int = SAMPLE_GAMES, plies: int = SAMPLE_PLIES, from_ply: int = FROM_PLY,

@@ -15,28 +15,29 @@ step takes, so that no step ends past the deadline.
 """
 from __future__ import annotations
 
-import math
 import os
+import re
 import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Optional, TextIO, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO, Union
 
 from azshogi import __version__
+from azshogi.play.settings import BY_USI, SETTINGS, EngineSettings, Setting
 from azshogi.play.timeman import GoLimits, StepTimer, next_step, parse_go, plan
 
 if TYPE_CHECKING:  # numpy and the search are imported when a model loads: the engine starts at once
-    import numpy as np
-
-    from azshogi.search.anytime import GameSearch
+    from azshogi.play.engine import Engine
 
 ENGINE_NAME = f"azshogi {__version__}"
 DEFAULT_NODES = 800  # simulations per move when `go` sets no clock and no node limit
 INFO_INTERVAL = 1.0  # seconds between progress `info` lines
 
 
-OptionValue = Union[bool, int, str]  # check: bool, spin: int, the other kinds: str
+# check: bool, spin: int, the other kinds: str; an engine setting's option: the setting's value
+OptionValue = Union[bool, int, float, str, None]
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,12 @@ class Option:
     high: int = 0
     choices: tuple = ()
     help: str = ""
-    number: bool = False  # a string option holding a float (USI has no float type)
-    positive: bool = False  # a number option that must be > 0 (an empty value: the default's meaning)
-    words: tuple = ()  # words a number option takes besides numbers (e.g. auto)
+    setting: Optional[Setting] = None  # the engine setting it is (play/settings.py), its value the setting's
+    pattern: str = ""  # a string option's text must match this (re.fullmatch), e.g. Device's
 
     def declaration(self, default: OptionValue) -> str:
+        if self.setting is not None:
+            return self.setting.usi_declaration(default)
         if self.kind == "check":
             return f"option name {self.name} type check default {'true' if default else 'false'}"
         if self.kind == "spin":
@@ -63,7 +65,11 @@ class Option:
         return f"option name {self.name} type {self.kind} default {default if default != '' else '<empty>'}"
 
     def parse(self, text: str) -> OptionValue:
+        if self.setting is not None:
+            return self.setting.parse_usi(text)
         text = text.strip()
+        if self.pattern and not re.fullmatch(self.pattern, text):
+            raise ValueError(f"{self.name} takes {self.help}, got {text!r}")
         if self.kind == "check":
             if text.lower() not in ("true", "false"):
                 raise ValueError(f"{self.name} takes true or false, got {text!r}")
@@ -80,48 +86,27 @@ class Option:
             if text not in self.choices:
                 raise ValueError(f"{self.name} takes one of {', '.join(self.choices)}, got {text!r}")
             return text
-        text = "" if text == "<empty>" else text
-        if self.number and text.lower() in self.words:
-            return text.lower()
-        if self.number and not (self.positive and text == ""):
-            try:
-                ok = math.isfinite(float(text)) and (float(text) > 0 if self.positive else float(text) >= 0)
-            except ValueError:
-                ok = False
-            if not ok:
-                words = "".join(f" or {w}" for w in self.words)
-                raise ValueError(f"{self.name} takes a number {'> 0' if self.positive else '>= 0'}{words}, "
-                                 f"got {text!r}")
-        return text
+        return "" if text == "<empty>" else text
+
+
+def _setting(name: str) -> Option:
+    """The USI option of an engine setting (play/settings.py), generated from its row."""
+    setting = BY_USI[name.lower()]
+    kind = "spin" if setting.kind == "int" or setting.per_mille else "string"
+    return Option(setting.usi, kind, setting.default, help=setting.help, setting=setting)
 
 
 OPTIONS = (
-    Option("Checkpoint", "filename", "", help="the checkpoint file (.pt) to play"),
-    Option("Device", "string", "auto", help="auto, cpu, cuda or cuda:N"),
+    Option("Checkpoint", "filename", "", help="the checkpoint file (.pt) to play, or a run's folder: its newest"),
+    Option("Device", "string", "auto", help="auto, cpu, cuda or cuda:N", pattern=r"auto|cpu|cuda(:\d+)?"),
     Option("Dtype", "combo", "auto", choices=("auto", "fp32", "bf16", "fp16"), help="inference precision"),
     Option("Threads", "spin", 0, 0, 256, help="CPU threads for the network (0 = PyTorch's default)"),
-    Option("NodesPerMove", "spin", 0, 0, 100_000_000,
-           help=f"simulations per move (0 = by the clock; {DEFAULT_NODES} when go gives no limit)"),
-    Option("BatchSize", "spin", 8, 1, 256,
-           help="leaves per forward pass, kept apart by virtual loss (fewer when the time left is short)"),
-    Option("ResignThreshold", "spin", 0, 0, 1000, help="resign below this win rate, per mille (0 = never)"),
-    Option("DrawPly", "spin", 0, 0, 100_000, help="a game reaching this ply is a draw (0 = no limit)"),
-    Option("Temperature", "string", "0", help="> 0: sample moves by visits^(1/T)", number=True),
-    Option("TemperaturePlies", "spin", 0, 0, 100_000, help="sample only before this ply (0 = always)"),
-    Option("CInit", "string", "", help="PUCT's exploration constant c_init (empty = the checkpoint's run setting)",
-           number=True, positive=True),
-    Option("FpuReduction", "string", "0.2", help="first-play urgency: a node's value minus this x sqrt(visited prior)",
-           number=True),
-    Option("PolicyTemperature", "string", "auto",
-           help="the search's priors are softmax(policy logits / this); auto: chosen from the network's policy",
-           number=True, positive=True, words=("auto",)),
-    Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search"),
-    Option("MateSearchNodes", "spin", 100_000, 0, 100_000_000, help="node limit of the root mate search"),
+    *(_setting(s.usi) for s in SETTINGS),
+    Option("MateSearch", "check", True, help="df-pn mate search at the root before the tree search "
+                                             "(false: as MateSearchNodes 0)"),
     Option("TimeMargin", "spin", 300, 0, 60_000,
            help="milliseconds of the clock kept in reserve for the GUI and the network (not for movetime)"),
     Option("MultiPV", "spin", 1, 1, 600, help="report this many best moves, each with its score and PV"),
-    Option("MaxTreeNodes", "spin", 100_000, 1_000, 50_000_000,
-           help="search tree size limit (about 3 kB per node, more past 128 legal moves)"),
     Option("Seed", "spin", 0, 0, 2 ** 31 - 1, help="random seed (temperature sampling)"),
     Option("USI_Ponder", "check", False, help="think on the opponent's time"),
 )
@@ -177,11 +162,11 @@ class UsiEngine:
         self.moves: list[str] = []
         self.position_ok = True
         self.job: Optional[Job] = None
-        self.search: Optional[GameSearch] = None  # once a model is loaded
+        self.engine: Optional[Engine] = None  # once a model is loaded
         self._loaded: Optional[tuple] = None  # (checkpoint, device, dtype, batch) of the loaded model
         self._auto_temperature: Optional[float] = None  # PolicyTemperature auto's value for the loaded model
+        self._load_error = ""  # why the last isready loaded no model
         self.timer = StepTimer()  # calibrated by isready
-        self.rng: Optional[np.random.Generator] = None
         self._preloading: Optional[threading.Thread] = None
 
     def _int(self, name: str) -> int:
@@ -273,14 +258,16 @@ class UsiEngine:
         self._cancel()
         try:
             self._load()
+            self._load_error = ""
         except Exception as e:
-            self.error(f"cannot load the model: {_reason(e)}")
+            self.engine, self._load_error = None, _reason(e)
+            self.error(f"cannot load the model: {self._load_error}")
         self.send("readyok")
 
     def cmd_usinewgame(self, args, line):
         self._cancel()
-        if self.search is not None:
-            self.search.clear()
+        if self.engine is not None:
+            self.engine.search.clear()
 
     def cmd_position(self, args, line):
         from azshogi.shogi.positions import PositionError, board_after, parse_position
@@ -366,56 +353,48 @@ class UsiEngine:
             self.send(f"bestmove {move}" + (f" ponder {ponder}" if ponder else ""))
 
     def _load(self) -> None:
-        import numpy as np
         import torch
 
-        from azshogi.play.engine import engine_search
-        from azshogi.play.models import model_evaluator
-        from azshogi.play.temperature import auto_temperature
+        from azshogi.play.engine import Engine
+        from azshogi.play.models import model_evaluator, network_file
 
         threads = self._int("Threads")
         if threads:
             torch.set_num_threads(threads)
-        self.rng = np.random.default_rng(self._int("Seed"))
-        path = self._str("Checkpoint")
-        if not path:
+        given = self._str("Checkpoint")
+        if not given:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
-        device, dtype, batch = self._str("Device"), self._str("Dtype"), self._int("BatchSize")
+        path = network_file(given)  # a run's folder: its newest checkpoint
+        settings = self.settings()
+        device, dtype, batch = self._str("Device"), self._str("Dtype"), settings.batch_size
         key = (os.path.abspath(path), device, dtype, batch)
         if self._loaded != key:
-            self.search, self._loaded = None, None
-            self._evaluator, self._cfg = model_evaluator(path, device, dtype, max_batch=batch)
+            self.engine, self._loaded = None, None
+            self._evaluator, self._cfg = model_evaluator(str(path), device, dtype, max_batch=batch)
+            if path != Path(given):
+                self.send(f"info string Checkpoint {given}: playing its newest, {path.name}")
             self._loaded, self._auto_temperature = key, None
-        settings = self.settings()
-        if settings.policy_temperature is None:  # auto: chosen once per loaded network
-            if self._auto_temperature is None:
-                self._auto_temperature = auto_temperature(self._evaluator, max_batch=batch)
-                self.send(f"info string PolicyTemperature auto: {self._auto_temperature:g} "
-                          f"(from the network's policy)")
-            settings = replace(settings, policy_temperature=self._auto_temperature)
-        self.search = engine_search(self._evaluator, self._cfg, settings)
+        self.engine = Engine(self._evaluator, self._cfg, settings, seed=self._int("Seed"),
+                             known_temperature=self._auto_temperature)
+        if self.engine.auto and self._auto_temperature is None:  # auto: chosen once per loaded network
+            self._auto_temperature = self.engine.policy_temperature
+            self.send(f"info string PolicyTemperature auto: {self._auto_temperature:g} (from the network's policy)")
         self._calibrate()
 
-    def settings(self):
-        """The engine settings the options describe (play/engine.py)."""
-        from azshogi.play.engine import EngineSettings
-        from azshogi.play.temperature import AUTO, parse_temperature
-
-        return EngineSettings(nodes=self._int("NodesPerMove"), batch_size=self._int("BatchSize"),
-                              mate_search_nodes=self._int("MateSearchNodes") if self._flag("MateSearch") else 0,
-                              max_tree_nodes=self._int("MaxTreeNodes"), resign=self._int("ResignThreshold") / 1000,
-                              max_plies=self._int("DrawPly") or 10 ** 9,
-                              c_init=float(self._str("CInit")) if self._str("CInit") else None,
-                              fpu_reduction=float(self._str("FpuReduction")),
-                              policy_temperature=parse_temperature(self._str("PolicyTemperature") or AUTO))
+    def settings(self) -> EngineSettings:
+        """The engine settings the options describe (play/settings.py); MateSearch false turns
+        the root mate search off."""
+        values: dict[str, Any] = {s.field: self.options[s.usi] for s in SETTINGS}
+        settings = EngineSettings(**values)
+        return settings if self._flag("MateSearch") else replace(settings, mate_search_nodes=0)
 
     def _calibrate(self) -> None:
         """Warm-up steps from the start position (the first calls of PyTorch are slow), timed
         at one leaf and at BatchSize leaves for the time manager."""
         import cshogi
 
-        board, search, samples = cshogi.Board(), self.search, []
-        assert search is not None  # _load made it
+        assert self.engine is not None  # _load made it
+        board, search, samples = cshogi.Board(), self.engine.search, []
         search.prepare(board, "", [])
         batch = search.batch_size
         for leaves in (1, batch, 1, batch):  # the first of each size pays for warm-up
@@ -428,48 +407,30 @@ class UsiEngine:
         search.clear()
 
     def _think(self, job: Job) -> None:
+        """The engine decides (play/engine.Engine.decide); this side keeps the clock and the protocol."""
         import cshogi
 
         from azshogi.shogi.positions import board_after
-        from azshogi.shogi.rules import Termination, outcome
 
-        search = self.search
-        if search is None:
-            self.error("no model loaded: set the Checkpoint option, then send isready")
+        engine = self.engine
+        if engine is None:
+            self.error("no model loaded: " + (self._load_error or "set the Checkpoint option, then send isready"))
             return self._bestmove(job, "resign")
         if not self.position_ok:
             self.error("no valid position")
             return self._bestmove(job, "resign")
+        engine.retune(self.settings())  # NodesPerMove, ResignThreshold, Temperature(Plies) set since isready
         board = board_after(self.start_sfen, self.moves)
         ply = board.move_number - 1
-        # The GUI referees repetitions and the ply limit; the engine answers a position without
-        # a legal move with resign and an impasse it may declare with win.
-        end = outcome(board, ply, search.rules, occurrences=1)
-        if end is not None and end.termination == Termination.CHECKMATE:
-            return self._bestmove(job, "resign")
-        if end is not None and end.termination == Termination.IMPASSE:
-            self.send("info string impasse declaration: the side to move wins")
-            return self._bestmove(job, "win")
         limits = job.limits
         time_plan = plan(limits, board.turn == cshogi.BLACK, ply, self._int("TimeMargin"))
-        if time_plan is not None and time_plan.note:
+        if time_plan is not None and time_plan.note and not board.is_game_over():
             self.send("info string " + time_plan.note)
-        # At most a tenth of the move's time for the mate search (also when pondering: a
-        # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
-        mate = search.mate(board, None if time_plan is None else 0.1 * time_plan.target)
-        if mate:
-            mate_usi = [cshogi.move_to_usi(m) for m in mate]
-            self.send(f"info depth {len(mate)} nodes 0 score mate {len(mate)} pv {' '.join(mate_usi)}")
-            return self._bestmove(job, mate_usi[0], mate_usi[1] if len(mate) > 1 else None)
-
-        max_nodes = limits.nodes if limits.nodes is not None else (self._int("NodesPerMove") or None)
+        max_nodes = limits.nodes if limits.nodes is not None else (engine.settings.nodes or None)
         if max_nodes is None and time_plan is None and not limits.infinite and not limits.ponder:
             max_nodes = DEFAULT_NODES
-        reused = search.prepare(board, self.start_sfen or "", self.moves)
-        if reused:
-            self.send(f"info string reused {reused} nodes of the previous search")
         last_info = [time.perf_counter()]
-        batch, lines = search.batch_size, self._int("MultiPV")
+        search, batch, lines = engine.search, engine.search.batch_size, self._int("MultiPV")
 
         def plan_step(progress) -> int:
             if progress.step_leaves:
@@ -484,23 +445,25 @@ class UsiEngine:
                 return batch
             return next_step(time_plan, now - job.clock_start, progress, self.timer, batch, job.pondering)
 
-        report = search.run(board, ply, plan_step, max_nodes=max_nodes, lines=lines)
-        if report.move == 0:
-            return self._bestmove(job, "resign")
-        temperature_text, temperature_plies = self._str("Temperature"), self._int("TemperaturePlies")
-        temperature = float(temperature_text) if temperature_text else 0.0
-        move, pv = report.move, report.pv
-        if temperature > 0 and (temperature_plies == 0 or ply < temperature_plies):
-            assert self.rng is not None  # seeded by _load
-            move = search.sample_move(temperature, self.rng)
-            if move != pv[0]:
-                pv = [move]
-        self._info(report, pv)
-        resign = self._int("ResignThreshold")
-        if resign and report.win_rate * 1000 < resign:
-            return self._bestmove(job, "resign")
-        usi = [cshogi.move_to_usi(m) for m in pv]
-        self._bestmove(job, usi[0], usi[1] if len(usi) > 1 else None)
+        def prepared(reused: int) -> None:
+            if reused:
+                self.send(f"info string reused {reused} nodes of the previous search")
+
+        # At most a tenth of the move's time for the mate search (also when pondering: a
+        # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
+        decision = engine.decide(board, self.start_sfen, self.moves, ply, plan_step, max_nodes=max_nodes, lines=lines,
+                                 mate_seconds=None if time_plan is None else 0.1 * time_plan.target,
+                                 on_prepared=prepared)
+        if decision.why:
+            self.send("info string " + decision.why)
+        if decision.mate:
+            mate_usi = [cshogi.move_to_usi(m) for m in decision.mate]
+            self.send(f"info depth {len(mate_usi)} nodes 0 score mate {len(mate_usi)} pv {' '.join(mate_usi)}")
+        elif decision.report is not None:
+            self._info(decision.report, decision.pv)
+        usi = [cshogi.move_to_usi(m) for m in decision.pv[1:2]]
+        ponder = usi[0] if usi and decision.move not in ("resign", "win") else None
+        self._bestmove(job, decision.move, ponder)
 
     def _info(self, report, pv=None) -> None:
         """The search's figures: one `info ... pv` line, or with MultiPV k > 1 the k best root

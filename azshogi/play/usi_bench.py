@@ -69,6 +69,7 @@ def untrained_checkpoint(shape: str, folder: Path, seed: int = 0) -> Path:
     import torch
 
     from azshogi.config import Config, ModelConfig, to_plain
+    from azshogi.formats.checkpoint import write_network
     from azshogi.nn.network import from_config
 
     blocks, _, channels = shape.partition("x")
@@ -77,9 +78,7 @@ def untrained_checkpoint(shape: str, folder: Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     model_config = ModelConfig(blocks=int(blocks), channels=int(channels))
     model = from_config(model_config)
-    path = folder / f"untrained-{shape}.pt"
-    torch.save({"model": model.state_dict(), "config": to_plain(Config(model=model_config))}, path)
-    return path
+    return write_network(model.state_dict(), to_plain(Config(model=model_config)), folder / f"untrained-{shape}.pt")
 
 
 def run(engines: list[Engine], checkpoint: Path, options: dict, go_args: str, repeats: int, positions: list,

@@ -31,17 +31,22 @@ machine) stops the run with its traceback.
 
 Security: token authentication is always on (RAY_AUTH_MODE=token; a run with it set otherwise is
 refused) and usage statistics off (RAY_USAGE_STATS_ENABLED=0). cluster.address=local starts a
-Ray instance on this machine with every address on 127.0.0.1; another address is the cluster the
-user started, on the addresses the user named (`ray start --node-ip-address=...`).
+Ray instance on this machine with every address on 127.0.0.1, its session folder (logs, sockets)
+in a temporary folder removed when the run ends; another address is the cluster the user
+started, on the addresses the user named (`ray start --node-ip-address=...`).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
@@ -52,7 +57,8 @@ from azshogi.config import Config, from_plain, resolve_selfplay, to_plain
 from azshogi.nn.evaluator import make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, local_driver, machine_cores, server_batch
+from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, machine_cores, server_batch
+from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
 
 log = logging.getLogger("azshogi")
@@ -93,19 +99,52 @@ def import_ray():
     return ray
 
 
-def connect(cluster) -> bool:
+def _no_colour_reset_at_exit() -> None:
+    """Ray's start runs colorama.init(), whose exit handler writes an escape code (ESC[0m) to the
+    terminal after the run's last line; azshogi writes no colours, so nothing needs resetting."""
+    colorama = sys.modules.get("colorama.initialise")
+    if colorama is not None and hasattr(colorama, "reset_all"):
+        atexit.unregister(colorama.reset_all)
+
+
+@dataclass
+class Connection:
+    """What `connect` did: whether this process started Ray (and must shut it down), and the
+    temporary folder of a local instance's session (removed after)."""
+
+    started: bool
+    temp_dir: Optional[str] = None
+
+    def close(self) -> None:
+        if self.started:
+            import_ray().shutdown()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def connect(cluster) -> Connection:
     """Connects this process to the cluster of a ClusterConfig (starting a local one for
-    address=local); True when this process started Ray and must shut it down."""
+    address=local, its session folder in a temporary folder: RAY_TMPDIR, else /tmp as Ray's own,
+    whose socket paths must stay short)."""
     ray_environment(cluster.address)
     ray = import_ray()
     if ray.is_initialized():
-        return False
+        return Connection(False)
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                "logging_level": logging.WARNING}
     if cluster.address == "local":
         cpus = cluster.local_cpus or max(1, math.ceil(cluster.nodes * cluster.node_cpus))
-        ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **options)  # a new one, always
-        return True
+        parent = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else None)
+        temp_dir = tempfile.mkdtemp(prefix="azshogi-ray-", dir=parent)
+        try:
+            ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
+                     **options)  # a new one, always
+        except BaseException:
+            Connection(ray.is_initialized(), temp_dir).close()
+            raise
+        finally:
+            _no_colour_reset_at_exit()
+        return Connection(True, temp_dir)
     try:
         ray.init(address=cluster.address, **options)
     except Exception as e:  # ConnectionError, AuthenticationError, ...: say which address, in one line
@@ -113,7 +152,9 @@ def connect(cluster) -> bool:
         raise ClusterError(f"cluster.address={cluster.address}: cannot connect to the Ray cluster ({detail}); "
                            f"is its head running, and is this machine's token the cluster's? "
                            f"(docs/cluster.md)") from None
-    return True
+    finally:
+        _no_colour_reset_at_exit()
+    return Connection(True)
 
 
 def _once() -> Callable[[], bool]:
@@ -131,7 +172,7 @@ class SelfPlayNode:
     """One node's self-play: local_driver's, around the node's own copy of the network (a Ray
     actor; its methods are called one at a time, in order)."""
 
-    def __init__(self, plain_config: dict, first_game_id: int, instant: bool = False):
+    def __init__(self, plain_config: dict, first_game_id: int, stand_in: Optional[float] = None):
         try:  # Ctrl-C at the main process's terminal is the main process's to handle
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         except ValueError:  # not the main thread
@@ -141,7 +182,7 @@ class SelfPlayNode:
         cfg, self.note = resolve_selfplay(cfg, self.device.type, machine_cores())
         torch.manual_seed(cfg.seed)
         self.model = from_config(cfg.model).to(self.device)
-        self.evaluator = make_evaluator(self.model, self.device, cfg.inference, server_batch(cfg), instant)
+        self.evaluator = make_evaluator(self.model, self.device, cfg.inference, server_batch(cfg), stand_in)
         self.driver = local_driver(cfg, self.evaluator, first_game_id)
         self.games = cfg.selfplay.num_actors
         self.version = -1
@@ -163,7 +204,7 @@ class SelfPlayNode:
         finished = list(self.driver.play(until=_once()))
         for game in finished:
             game.weights_version = self.version
-        return finished, self.driver.counters(), self.version
+        return finished, self.driver.totals(), self.version
 
     def state(self) -> dict:
         return self.driver.state_dict()
@@ -204,8 +245,9 @@ class ClusterSelfPlay:
     weights version (its training steps); `model` the learner's network, sent to the nodes
     whenever the version changes."""
 
-    def __init__(self, cfg: Config, model: torch.nn.Module, version: Callable[[], int], instant: bool = False):
-        self.cfg, self.cluster, self.model, self.version, self.instant = cfg, cfg.cluster, model, version, instant
+    def __init__(self, cfg: Config, model: torch.nn.Module, version: Callable[[], int],
+                 stand_in: Optional[float] = None):
+        self.cfg, self.cluster, self.model, self.version, self.stand_in = cfg, cfg.cluster, model, version, stand_in
         self.processes = self.cluster.nodes  # until the nodes say how many processes each searches with
         self.nodes: list[Node] = []  # every node started, the lost ones included (their totals count)
         self.next_game_id = 0  # the first id of the next node's range
@@ -216,7 +258,8 @@ class ClusterSelfPlay:
         self._pending_state: Optional[dict] = None
         self._sent_version: Optional[int] = None
         self._weights_ref: Any = None
-        self._started = self._closed = self._ray_started = False
+        self._started = self._closed = False
+        self._connection = Connection(False)
         self._full_warned = False
         self.note = (f"self-play on a Ray cluster: {self.cluster.nodes} node(s) at {self.cluster.address}, "
                      f"{self.cluster.node_cpus:g} CPU and {self.cluster.node_gpus:g} GPU each")
@@ -268,7 +311,7 @@ class ClusterSelfPlay:
                 raise self._none_left()
             stopping = stopping or until()
 
-    def counters(self) -> SelfPlayTotals:
+    def totals(self) -> SelfPlayTotals:
         """Every node's running totals (those of lost nodes up to their last answer)."""
         total = SelfPlayTotals()
         for node in self.nodes:
@@ -303,6 +346,10 @@ class ClusterSelfPlay:
         self._pending_state = state
 
     def status(self) -> DriverStatus:
+        if not self.nodes:  # the nodes start with the first phase
+            actors = self.cfg.selfplay.num_actors  # per node, unless auto (each node's machine decides)
+            return DriverStatus(f"{self.cluster.nodes} node(s) starting", short="nodes starting",
+                                playing=self.cluster.nodes * actors or None)
         alive = sorted(self.alive, key=lambda n: n.slot)
         now = time.monotonic()
         scalars: dict[str, float] = {"nodes_alive": len(alive), "nodes_lost": self.nodes_lost,
@@ -314,10 +361,11 @@ class ClusterSelfPlay:
             rates.append(f"{rate:,.0f}")
             scalars[f"node{node.slot}/moves_per_s"] = rate
             scalars[f"node{node.slot}/weights_version"] = node.version
-        versions = sorted({node.version for node in alive})
-        line = (f"nodes {len(alive)}/{self.cluster.nodes} (moves/s {' '.join(rates) or '-'}), weights v"
-                + "/".join(map(str, versions or [-1])) + f", {self.games_lost:,} games lost")
-        return DriverStatus(line, scalars)
+        versions = sorted({node.version for node in alive if node.version >= 0})  # -1: none sent yet
+        weights = "weights v" + "/".join(map(str, versions)) if versions else "weights not sent yet"
+        nodes = f"nodes {len(alive)}/{self.cluster.nodes}"
+        line = f"{nodes} (moves/s {' '.join(rates) or '-'}), {weights}, {self.games_lost:,} games lost"
+        return DriverStatus(line, scalars, short=nodes, playing=sum(int(node.info.get("games", 0)) for node in alive))
 
     def close(self) -> None:
         """Stops every node (its worker processes first), and Ray if this process started it;
@@ -336,8 +384,7 @@ class ClusterSelfPlay:
             pass
         for node in alive:
             self._kill(node)
-        if self._ray_started:
-            ray.shutdown()
+        self._connection.close()
 
     # --- internals ---
 
@@ -354,7 +401,7 @@ class ClusterSelfPlay:
             raise RuntimeError("the cluster's self-play has been closed")
         if self._started:
             return
-        self._ray_started = connect(self.cluster)
+        self._connection = connect(self.cluster)
         self._started = True
         state, self._pending_state = self._pending_state, None
         if state is not None:
@@ -380,7 +427,7 @@ class ClusterSelfPlay:
         started = []
         for slot in slots:
             first, self.next_game_id = self.next_game_id, self.next_game_id + GAME_ID_RANGE
-            handle = remote.remote(self._plain, first, self.instant)
+            handle = remote.remote(self._plain, first, self.stand_in)
             started.append(Node(slot, handle, first))
         refs = [node.handle.describe.remote() for node in started]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.cluster.start_timeout_s)

@@ -1,24 +1,22 @@
 """How the loop runs self-play: the `SelfPlayDriver` interface, what it counts (`SelfPlayTotals`),
 and the in-process driver. `InProcessSelfPlay` steps one SelfPlay in the main process;
 `WorkerSelfPlay` (workers.py) runs SelfPlays in worker processes around one inference server;
-`ClusterSelfPlay` (cluster.py) runs either on each node of a Ray cluster. `local_driver` builds
-one of the first two from the settings, for the main process or for a cluster's node."""
+`ClusterSelfPlay` (cluster.py) runs either on each node of a Ray cluster. `local_driver`
+(local.py) builds one of the first two from the settings, for the main process or for a cluster's
+node."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
 from azshogi.config import SearchKind
-from azshogi.search import make_search
-from azshogi.selfplay.actors import PlayoutCap, SelfPlay
+from azshogi.selfplay.actors import SelfPlay
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.network_io import EvaluatorTotals
-from azshogi.shogi.rules import rules_of
 
 if TYPE_CHECKING:
     from azshogi.config import Config
-    from azshogi.nn.evaluator import LocalEvaluator
 
 
 @dataclass
@@ -35,6 +33,7 @@ class SelfPlayTotals:
     simulator_seconds: float = 0.0  # inside the searches, waiting for evaluations included
     leaf_seconds: float = 0.0  # of which: rules, legal moves and features at the leaves
     wait_seconds: float = 0.0  # of which: waiting for evaluations (in process: the forward passes)
+    idle_seconds: float = 0.0  # a worker's wall time with all its groups waiting for evaluations (workers only)
 
     def __sub__(self, other: "SelfPlayTotals") -> "SelfPlayTotals":
         return SelfPlayTotals(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
@@ -59,10 +58,14 @@ def totals_of(selfplay: SelfPlay) -> SelfPlayTotals:
 @dataclass
 class DriverStatus:
     """What a driver says about its processes beyond the totals: a few words for the progress
-    line ("" for the drivers on one machine) and figures for TensorBoard (selfplay/driver/)."""
+    line ("" for the drivers on one machine; `short` for a narrow terminal), figures for
+    TensorBoard (selfplay/driver/), and the games in progress where they are not the settings'
+    selfplay.num_actors (a cluster's nodes together; None: those)."""
 
     line: str = ""
     scalars: dict[str, float] = field(default_factory=dict)
+    short: str = ""
+    playing: Optional[int] = None
 
 
 class SelfPlayDriver(Protocol):
@@ -73,7 +76,7 @@ class SelfPlayDriver(Protocol):
         when the iterator is exhausted, every game in progress is paused between two moves."""
         ...
 
-    def counters(self) -> SelfPlayTotals: ...
+    def totals(self) -> SelfPlayTotals: ...
 
     def state_dict(self) -> dict:
         """The games in progress (SelfPlay.state_dict's format), while paused."""
@@ -98,7 +101,7 @@ class InProcessSelfPlay:
         while not until():
             yield from self.selfplay.step()
 
-    def counters(self) -> SelfPlayTotals:
+    def totals(self) -> SelfPlayTotals:
         return totals_of(self.selfplay)
 
     def state_dict(self) -> dict:
@@ -125,10 +128,22 @@ def leaves_per_actor(cfg: "Config") -> int:
     return cfg.search.leaves_per_step if cfg.search.kind == SearchKind.puct else 1
 
 
+def groups_per_worker(num_actors: int, num_workers: int, worker_groups: int) -> int:
+    """The groups of games each worker keeps: selfplay.worker_groups, at most the games of the
+    smallest worker."""
+    return max(1, min(worker_groups, num_actors // num_workers))
+
+
 def selfplay_batch(cfg: "Config") -> int:
-    """Positions in a self-play forward pass: the leaves of every actor of a search group."""
-    group = -(-cfg.selfplay.num_actors // cfg.selfplay.search_threads)
-    return group * leaves_per_actor(cfg)
+    """Positions in a self-play forward pass: the leaves of the games searched together between
+    two forward passes — all of them, or a G-th with G groups taking turns (in process: the
+    search threads; with workers: each worker's groups, whose requests the server gathers)."""
+    sp = cfg.selfplay
+    if sp.num_workers > 0:
+        groups = groups_per_worker(sp.num_actors, sp.num_workers, sp.worker_groups)
+    else:
+        groups = sp.search_threads
+    return -(-sp.num_actors // groups) * leaves_per_actor(cfg)
 
 
 def server_batch(cfg: "Config") -> int:
@@ -147,21 +162,3 @@ def search_at(cfg: "Config", checkpoints: int) -> "Config":
     search = replace(cfg.search, num_simulations=sp.deeper_simulations,
                      max_num_considered_actions=sp.deeper_considered)
     return replace(cfg, search=search)
-
-
-def local_driver(cfg: "Config", evaluator: "LocalEvaluator", first_game_id: int = 0) -> SelfPlayDriver:
-    """Self-play on this machine for `cfg` (its selfplay settings concrete, resolve_selfplay):
-    in this process, or in selfplay.num_workers worker processes around `evaluator`. Game ids
-    count up from `first_game_id`."""
-    from azshogi.selfplay.workers import WorkerSelfPlay
-
-    sp = cfg.selfplay
-    rules = rules_of(cfg.rules, self_play=True)
-    cap = PlayoutCap.from_config(sp)
-    if sp.num_workers == 0:
-        search = make_search(cfg.search, evaluator, rules, sp.num_actors, sp.search_threads)
-        return InProcessSelfPlay(SelfPlay(search, rules, sp.num_actors, cfg.seed, cfg.replay.min_policy_prob,
-                                          first_game_id, playout_cap=cap))
-    return WorkerSelfPlay(evaluator, cfg.search, rules, sp.num_actors, sp.num_workers, cfg.seed,
-                          cfg.replay.min_policy_prob, rows_per_actor=leaves_per_actor(cfg), max_batch=server_batch(cfg),
-                          wait_s=sp.server_wait_ms / 1000, playout_cap=cap, first_game_id=first_game_id)

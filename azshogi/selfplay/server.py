@@ -58,10 +58,6 @@ def receive_message(conn: connection.Connection) -> tuple:
     return ("done",) if data == _DONE else pickle.loads(data)
 
 
-class WorkerError(RuntimeError):
-    """A self-play worker died, failed or stopped answering; the message names it."""
-
-
 class ClientLost(Exception):
     """Client `index` has gone (its pipe closed or its process ended)."""
 
@@ -155,14 +151,48 @@ class ServerGone(Exception):
     """The main process died or closed the pipe: the client should exit."""
 
 
+class IdleClock:
+    """The seconds during which all `groups` clients of one process were waiting for answers at
+    once: the process had nothing to search (with one group: all its waits)."""
+
+    def __init__(self, groups: int):
+        self.groups, self.waiting, self.since, self.total = groups, 0, 0.0, 0.0
+        self.lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self.lock:
+            self.waiting += 1
+            if self.waiting == self.groups:
+                self.since = time.perf_counter()
+
+    def leave(self) -> None:
+        with self.lock:
+            if self.waiting == self.groups:
+                self.total += time.perf_counter() - self.since
+            self.waiting -= 1
+
+    def take(self) -> float:
+        """The idle seconds since the last take."""
+        with self.lock:
+            total, self.total = self.total, 0.0
+            if self.waiting == self.groups:  # idle now: count up to here, go on from here
+                now = time.perf_counter()
+                total, self.since = total + now - self.since, now
+            return total
+
+
 class ClientEvaluator:
     """The Evaluator a worker's search uses: leaves go into shared memory, the server answers.
 
-    The same pipe carries the worker's control messages (see workers.py); `send` and `receive`
-    are for those. Every wait polls with a timeout and gives up when the parent process is gone."""
+    The same pipe carries the worker's control messages (see workers.py); `send`, `receive` and
+    `next_command` are for those. A control message that arrives while the search waits for an
+    evaluation is kept for `receive` / `next_command`, in order. Every wait polls with a timeout
+    and gives up when the parent process is gone. idle: the clock of all the process's clients."""
 
-    def __init__(self, handle: ClientHandle, poll_seconds: float = 1.0):
+    def __init__(self, handle: ClientHandle, poll_seconds: float = 1.0, idle: Optional[IdleClock] = None):
         self.handle, self.conn, self.rows = handle, handle.conn, handle.rows
+        self.inbox: collections.deque = collections.deque()
+        self.idle = idle or IdleClock(1)
         self.block = SharedBlock.attach(handle.shm_name, handle.block_rows)
         rows = slice(handle.offset, handle.offset + handle.rows)
         width = features.MAX_LEGAL_MOVES
@@ -189,9 +219,12 @@ class ClientEvaluator:
             self.conn.send_bytes(_REQUEST.pack(_EVAL, k, n))
         except (BrokenPipeError, ConnectionResetError, EOFError) as e:
             raise ServerGone(str(e)) from e
-        answer = self.receive()
-        if answer[0] != "done":
-            raise ServerGone(f"expected an evaluation, got {answer[0]!r}")
+        self.idle.enter()
+        try:
+            while (answer := self._wait()) != ("done",):
+                self.inbox.append(answer)  # a command for between moves
+        finally:
+            self.idle.leave()
         wire = self.handle.wire
         logits = to_float32(self.logits[:n * WIRE_BYTES[wire]], wire)
         probability = self.win_probability[:k].copy()
@@ -205,7 +238,20 @@ class ClientEvaluator:
             raise ServerGone(str(e)) from e
 
     def receive(self) -> tuple:
-        """The next message from the server; ServerGone if the parent has died."""
+        """The next control message from the server; ServerGone if the parent has died."""
+        return self.inbox.popleft() if self.inbox else self._wait()
+
+    def next_command(self) -> Optional[tuple]:
+        """The next control message if one has come, else None at once."""
+        if self.inbox:
+            return self.inbox.popleft()
+        try:
+            return receive_message(self.conn) if self.conn.poll() else None
+        except (EOFError, ConnectionResetError, BrokenPipeError, OSError) as e:
+            raise ServerGone(str(e)) from e
+
+    def _wait(self) -> tuple:
+        """The next message on the pipe, whatever it is."""
         while True:
             try:
                 if self.conn.poll(self.poll_seconds):
@@ -223,14 +269,34 @@ class ClientEvaluator:
 
 @dataclass
 class _Job:
-    """One forward pass: requests [(client, leaves, labels)] copied into staging `buffers`."""
+    """One forward pass: requests [(client, leaves, labels, arrived)] copied into staging `buffers`;
+    times from time.perf_counter()."""
 
     requests: list
     buffers: object
     rows: int
     labels: int
-    started: float
+    started: float  # handed to the device thread
     error: Optional[BaseException] = None
+    device_start: float = 0.0  # the device thread launched it
+    device_done: float = 0.0  # its outputs were in the host buffers
+    device_busy: float = 0.0  # seconds of the device's time it alone accounts for (launches overlap)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One forward pass of the server as a timeline (time.perf_counter() seconds): its first and
+    last request in, handed to the device thread (launch), the device's start and end, the
+    answers out; its positions, and the device seconds it alone accounts for."""
+
+    first_in: float
+    last_in: float
+    launch: float
+    start: float
+    done: float
+    answered: float
+    positions: int
+    busy: float
 
 
 class InferenceServer:
@@ -271,13 +337,14 @@ class InferenceServer:
             raise
         capacity = max(max_batch, max(self.rows))
         self.free = [self.runner.buffers(capacity) for _ in range(depth)]
-        self.pending: list[tuple[int, int, int]] = []  # (client, leaves, labels), in arrival order
+        self.pending: list[tuple[int, int, int, float]] = []  # (client, leaves, labels, arrived), in order
         self.first_pending_at = 0.0
         self.waiting: set[int] = set()  # clients with a request pending or in flight
         self.in_flight: list[_Job] = []
         self.last_heard = [time.monotonic()] * len(self.conns)
         self.bytes_in = self.bytes_out = 0  # what crossed the process boundary, evaluations only
         self.served = 0  # positions evaluated for clients
+        self.rounds: collections.deque = collections.deque(maxlen=100_000)  # the latest Rounds, oldest first
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._done: collections.deque = collections.deque()
         self._selector: Optional[selectors.BaseSelector] = None
@@ -308,9 +375,9 @@ class InferenceServer:
         """Answers evaluation requests for up to `timeout` seconds; returns as soon as any client
         sends another message, as [(client, message), ...].
 
-        active: the clients that may still send a request. sentinels: {client: process
-        sentinel}. A client whose pipe closes or whose process ends (after its last messages are
-        read) raises ClientLost."""
+        active: the clients that may still send a request. sentinels: {client: its process's
+        sentinel} (several clients may share one). A client whose pipe closes or whose process
+        ends (after its last messages are read) raises ClientLost."""
         deadline = time.monotonic() + timeout
         others: list[tuple[int, tuple]] = []
         self._watch(sentinels or {})
@@ -336,11 +403,12 @@ class InferenceServer:
                         self._wake_r.recv_bytes()
                 else:
                     ended.append(i)
-            for i in ended:
-                while self.conns[i].poll():  # its last words (an error report) come first
-                    self._receive(i, others)
-                if not any(j == i for j, _ in others):
-                    raise ClientLost(i, "its process has ended")
+            for clients in ended:  # a process's clients: its last words (an error report) come first
+                for i in clients:
+                    while self.conns[i].poll():
+                        self._receive(i, others)
+                if not any(j in clients for j, _ in others):
+                    raise ClientLost(clients[0], "its process has ended")
 
     def _watch(self, sentinels: dict) -> None:
         """One selector for the pipes, the device thread's wake-up and the clients' process
@@ -351,10 +419,13 @@ class InferenceServer:
                 self._selector.register(c, selectors.EVENT_READ, ("client", i))
             self._selector.register(self._wake_r, selectors.EVENT_READ, ("wake", -1))
         if sentinels != self._sentinels:
-            for s in self._sentinels.values():
+            for s in set(self._sentinels.values()):
                 self._selector.unregister(s)
+            processes: dict = {}  # sentinel -> its clients (a worker process serves several)
             for i, s in sentinels.items():
-                self._selector.register(s, selectors.EVENT_READ, ("ended", i))
+                processes.setdefault(s, []).append(i)
+            for s, clients in processes.items():
+                self._selector.register(s, selectors.EVENT_READ, ("ended", clients))
             self._sentinels = dict(sentinels)
 
     def _receive(self, i: int, others: list) -> None:
@@ -366,7 +437,7 @@ class InferenceServer:
         if message[0] == "eval":
             if not self.pending:
                 self.first_pending_at = self.last_heard[i]
-            self.pending.append((i, int(message[1]), int(message[2])))
+            self.pending.append((i, int(message[1]), int(message[2]), time.perf_counter()))
             self.waiting.add(i)
         else:
             others.append((i, message))
@@ -374,7 +445,7 @@ class InferenceServer:
     def _batch_due(self, active: set, now: float) -> bool:
         if not self.free:
             return False
-        if sum(k for _, k, _ in self.pending) >= self.max_batch or active <= self.waiting:
+        if sum(p[1] for p in self.pending) >= self.max_batch or active <= self.waiting:
             return True
         return not self.in_flight and now - self.first_pending_at >= self.wait_s
 
@@ -389,7 +460,7 @@ class InferenceServer:
         requests, self.pending = self.pending[:take], self.pending[take:]
         self.first_pending_at = time.monotonic()
         buffers, b, at, label_at = self.free.pop(), self._shared(), 0, 0
-        for i, k, n in requests:
+        for i, k, n, _ in requests:
             row, label = self.offsets[i], self.offsets[i] * features.MAX_LEGAL_MOVES
             buffers.packed[at:at + k] = b.packed[row:row + k]
             buffers.counts[at:at + k] = b.counts[row:row + k]
@@ -403,6 +474,7 @@ class InferenceServer:
         """The device thread: launches jobs in order; with an asynchronous device it launches
         every job already queued before it waits for the oldest."""
         launched: collections.deque = collections.deque()
+        last_done = 0.0
         while True:
             job = None
             if not launched or self.runner.pinned:
@@ -413,6 +485,7 @@ class InferenceServer:
             if job is _STOP:
                 return
             if job is not None:
+                job.device_start = time.perf_counter()
                 try:
                     launched.append((job, self.runner.launch(job.buffers, job.rows, job.labels)))
                 except BaseException as e:  # reported by the serving thread
@@ -424,6 +497,9 @@ class InferenceServer:
                 self.runner.wait(handle)
             except BaseException as e:
                 job.error = e
+            job.device_done = time.perf_counter()
+            job.device_busy = job.device_done - max(job.device_start, last_done)
+            last_done = job.device_done
             self._done.append(job)
             try:
                 self._wake_w.send_bytes(b"")
@@ -441,7 +517,7 @@ class InferenceServer:
             b, raw, values = self._shared(), job.buffers.logits_raw(), job.buffers.values.numpy()
             size = WIRE_BYTES[self.wire]
             at, label_at, now = 0, 0, time.monotonic()
-            for i, k, n in job.requests:
+            for i, k, n, _ in job.requests:
                 row, label = self.offsets[i], self.offsets[i] * features.MAX_LEGAL_MOVES * 4
                 b.logits[label:label + n * size] = raw[label_at * size:(label_at + n) * size]
                 b.win_probability[row:row + k] = values[at:at + k]
@@ -455,7 +531,11 @@ class InferenceServer:
             self.served += job.rows
             self.bytes_in += job.rows * (features.PACKED_BYTES + 4) + job.labels * 2
             self.bytes_out += job.rows * 4 + job.labels * size
-            self.evaluator.stats.add(job.rows, time.perf_counter() - job.started)
+            answered = time.perf_counter()
+            self.evaluator.stats.add(job.rows, answered - job.started)
+            arrivals = [t for _, _, _, t in job.requests]
+            self.rounds.append(Round(min(arrivals), max(arrivals), job.started, job.device_start, job.device_done,
+                                     answered, job.rows, job.device_busy))
 
     @property
     def stats(self) -> EvaluatorTotals:

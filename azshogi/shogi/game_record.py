@@ -116,6 +116,9 @@ class SelfPlayGame:
     # On a cluster, the learner's weights version (its training steps) the game's last move was
     # played with: every move of a phase is played with that phase's version. None on one machine.
     weights_version: Optional[int] = None
+    # The game as dlshogi's hcpe3 bytes, when the process that played it encoded it already (a
+    # self-play worker: formats/dlshogi.encode_game), so that the main process need not.
+    hcpe3: Optional[bytes] = None
 
     @property
     def length(self) -> int:

@@ -12,10 +12,15 @@ server's mean forward-pass size, and the self-play time shares are those of an a
 (`inference` = waiting for the server's answers).
 
 Other modes:
-- `bench.network=instant`: every evaluation is answered by leaf_network.InstantNetwork — the
+- `bench.network=instant`: every evaluation is answered by leaf_network.StandInNetwork — the
   same inputs and outputs with no device work (no planes' expansion, no forward pass, no gather;
   on CUDA the host<->device copies remain). What is left is the search (in process) or the
   workers and the server around the network.
+- `bench.network=delay bench.delay_ms=D`: the same stand-in answers each forward pass after D ms
+  without holding the GIL, as a GPU's fixed cost per call would: a CPU-only machine sees whether
+  self-play keeps such a device busy. The network alone then runs at batch / D positions per
+  second, and `efficiency` is self-play's share of that bound (lockstep: about D / (search + D);
+  searching while the device works: close to 1).
 - `bench.fake_clients=N`: the inference server alone. N client processes send precomputed
   requests (leaves of random-game positions, `selfplay.num_actors` in all) as fast as they are
   answered; reported: positions/s, and the server process's own CPU time per position (both of
@@ -88,17 +93,44 @@ def forward_window(evaluator, batch: LeafBatch, seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
+def round_timeline(rounds, start: float, wall: float) -> dict:
+    """The inference server's rounds that began in a window: medians in milliseconds of each
+    stage — gather (first request in to last), launch (last request in to handed to the device
+    thread), queued (to the device's start), device, answer (device done to every answer out),
+    round (first request in to answers out) — the share of the window the device was busy, and
+    the share of rounds queued behind the one running."""
+    inside = [r for r in rounds if start <= r.launch <= start + wall]
+    if not inside:
+        return {}
+    med = statistics.median
+    stages = {"gather": lambda r: r.last_in - r.first_in, "launch": lambda r: r.launch - r.last_in,
+              "queued": lambda r: r.start - r.launch, "device": lambda r: r.done - r.start,
+              "answer": lambda r: r.answered - r.done, "round": lambda r: r.answered - r.first_in}
+    timeline = {k: round(1000 * med(f(r) for r in inside), 3) for k, f in stages.items()}
+    timeline["device_busy"] = round(sum(r.busy for r in inside) / wall, 3)
+    # Rounds whose requests were all in before the previous round left the device: a batch
+    # queued behind the running one (never, in lockstep).
+    pairs = list(zip(inside, inside[1:]))
+    timeline["queued_behind"] = round(sum(b.last_in < a.done for a, b in pairs) / max(1, len(pairs)), 3)
+    return timeline
+
+
 def selfplay_window(driver, seconds: float) -> dict:
     """Self-play for `seconds` (then pauses); positions and network evaluations per second,
-    the time split of a searching process, forward passes and positions evaluated."""
-    before, start = driver.counters(), time.perf_counter()
+    the time split of a searching process, forward passes and positions evaluated; with
+    workers, the share of their time with every group waiting (`idle`) and the server's rounds
+    (round_timeline)."""
+    before, start = driver.totals(), time.perf_counter()
     for _ in driver.play(until=lambda: time.perf_counter() - start >= seconds):
         pass
     wall = time.perf_counter() - start
-    done = driver.counters() - before
+    done = driver.totals() - before
     n = driver.processes  # simulator times are summed over the searching processes
     inference, leaves, in_search = done.wait_seconds / n, done.leaf_seconds / n, done.simulator_seconds / n
+    server = getattr(driver, "server", None)
     return {
+        "idle": done.idle_seconds / n / wall,
+        "timeline": round_timeline(server.rounds, start, wall) if server is not None else {},
         "positions_per_s": done.moves / wall,
         "nn_evals_per_s": done.network.positions / wall,
         "wall": wall,
@@ -111,6 +143,11 @@ def selfplay_window(driver, seconds: float) -> dict:
     }
 
 
+def stand_in_seconds(b) -> "float | None":
+    """The stand-in network's delay for a BenchConfig: None for the real network."""
+    return {BenchNetwork.real: None, BenchNetwork.instant: 0.0, BenchNetwork.delay: b.delay_ms / 1000}[b.network]
+
+
 def run(cfg: Config, out=sys.stdout) -> dict:
     from azshogi.train.loop import build_components
 
@@ -121,10 +158,9 @@ def run(cfg: Config, out=sys.stdout) -> dict:
     if b.train:  # the training step (train/train_bench.py)
         from azshogi.train import train_bench
         return train_bench.run(cfg, out)
-    instant = b.network == BenchNetwork.instant
     if b.plies:
         cfg = _in_process(cfg)
-    parts = build_components(cfg, instant=instant)
+    parts = build_components(cfg, stand_in=stand_in_seconds(b))
     print(parts.note, file=sys.stderr)
     try:
         if b.fake_clients:
@@ -159,7 +195,9 @@ def _header(parts, batch: int, out) -> dict:
         "seconds": cfg.bench.seconds,
     }
     print(f"\n{'model':<26}{result['model']} on {result['device']} ({result['dtype']}, "
-          f"{result['threads']} threads)" + (", INSTANT network" if result["network"] == "instant" else ""), file=out)
+          f"{result['threads']} threads)" + {"instant": ", INSTANT network",
+                                             "delay": f", DELAY network ({cfg.bench.delay_ms:g} ms a call)"}.get(
+              result["network"], ""), file=out)
     print(f"{'batch, actors':<26}{batch}, {cfg.selfplay.num_actors}", file=out)
     return result
 
@@ -183,10 +221,13 @@ def _measure(parts, out) -> dict:
               file=sys.stderr)
     median = statistics.median
     nn = median(nn_rates)
-    sp = {k: median(r[k] for r in sp_runs) for k in sp_runs[0]}
-    # With several search threads their times overlap and a split of the wall time is meaningless.
+    sp = {k: median(r[k] for r in sp_runs) for k in sp_runs[0] if k != "timeline"}
+    # With several search threads or groups their times overlap and a split of the wall time is meaningless.
+    groups = getattr(selfplay, "groups", cfg.selfplay.search_threads)
     shares = {k: median(r[k] / r["wall"] for r in sp_runs) for k in ("search", "features", "inference", "other")} \
-        if cfg.selfplay.search_threads == 1 else {}
+        if groups == 1 else {}
+    timelines = [r["timeline"] for r in sp_runs if r["timeline"]]
+    timeline = {k: median(t[k] for t in timelines) for k in timelines[0]} if timelines else {}
     mean_batch = sum(r["nn_positions"] for r in sp_runs) / max(1, sum(r["nn_calls"] for r in sp_runs))
     workers = cfg.selfplay.num_workers
     # A searching process's wall time per evaluation it asked for (its own share of them).
@@ -208,6 +249,9 @@ def _measure(parts, out) -> dict:
         "bytes_in_per_position": round(bytes_in, 1),
         "bytes_out_per_position": round(bytes_out, 1),
         "time_share": {k: round(v, 3) for k, v in shares.items()},
+        "groups_per_process": groups,
+        "workers_idle": round(sp["idle"], 3) if workers else None,
+        "timeline_ms": timeline,
     })
     print(f"{'self-play processes':<26}" + (f"{workers} workers + inference server" if workers else "1 (in process)"),
           file=out)
@@ -222,6 +266,14 @@ def _measure(parts, out) -> dict:
           f"(dense planes and full rows: 38,556 and 8,752)", file=out)
     if shares:
         print("self-play time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), file=out)
+    if workers:
+        print(f"{'workers':<26}{groups} group(s) of games each; all groups waiting {sp['idle']:.0%} of the time",
+              file=out)
+    if timeline:
+        print(f"{'server round (median)':<26}" + ", ".join(f"{k} {timeline[k]:.2f}" for k in
+              ("gather", "launch", "queued", "device", "answer", "round")) + " ms; device busy "
+              f"{timeline['device_busy']:.0%}; {timeline['queued_behind']:.0%} of batches queued behind the running "
+              f"one", file=out)
     print(json.dumps(result), file=out)
     return result
 

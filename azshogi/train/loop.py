@@ -37,7 +37,9 @@ from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
-from azshogi.selfplay.drivers import SelfPlayDriver, local_driver, machine_cores, search_at, server_batch
+from azshogi.selfplay import in_progress
+from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, search_at, server_batch
+from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
@@ -70,29 +72,30 @@ class Components:
         return self.run_state.model
 
 
-def build_components(cfg: Config, instant: bool = False) -> Components:
+def build_components(cfg: Config, stand_in: Optional[float] = None) -> Components:
     """Seeds every random stream from cfg.seed and builds the run state (model, trainer), the
     evaluator and self-play (in process, or in `selfplay.num_workers` worker processes, or on
     the nodes of a Ray cluster with cluster.backend=ray; processes start on first use).
-    instant: the evaluator answers without the network (azshogi-bench's instant mode)."""
+    stand_in: the evaluator answers without the network, after this many seconds (azshogi-bench's
+    instant and delay modes)."""
     device = resolve_device(cfg.device)
     given = cfg
     cfg, note = resolve_selfplay(cfg, device.type, machine_cores())
     run_state = RunState(cfg, device)
-    evaluator = make_evaluator(run_state.model, device, cfg.inference, server_batch(cfg), instant)
-    selfplay, driver_note = selfplay_driver(given, cfg, run_state, evaluator, instant)
+    evaluator = make_evaluator(run_state.model, device, cfg.inference, server_batch(cfg), stand_in)
+    selfplay, driver_note = selfplay_driver(given, cfg, run_state, evaluator, stand_in)
     return Components(device, run_state, evaluator, selfplay, cfg, driver_note or note, given)
 
 
 def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: LocalEvaluator,
-                    instant: bool) -> tuple[SelfPlayDriver, str]:
+                    stand_in: Optional[float]) -> tuple[SelfPlayDriver, str]:
     """Self-play for these settings (`given` as the user gave them, `cfg` resolved for this
     machine): on the nodes of a Ray cluster, else in process or worker processes; with what it
     says of itself."""
     if cfg.cluster.backend == ClusterBackend.ray:
         from azshogi.selfplay.cluster import ClusterSelfPlay
 
-        cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, instant)
+        cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, stand_in)
         return cluster, cluster.note
     return local_driver(cfg, evaluator), ""
 
@@ -117,8 +120,9 @@ class Loop:
         self.clock = PhaseClock()
         self.show_progress = show_progress
         self.stop_requested = False
-        self.evaluating = False  # a stop request interrupts the evaluation at once
+        self.matches_running = False  # the rating matches run: a stop request interrupts them at once
         self.resumed_from: Optional[Path] = None
+        self.restored_games = 0  # games in progress the checkpoint resumed from held
 
     # --- state: the run state (run_state.py), the replay window and the games in progress ---
 
@@ -147,6 +151,7 @@ class Loop:
         parts = ckpt.split(state, path)
         self.run_state.load_state_dict(parts.run, path)  # first: it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
+        self.restored_games = in_progress.num_games(parts.selfplay)
         if not self.deepen_selfplay_if_due(parts.selfplay):  # the driver's processes have not started yet
             self.selfplay.load_state_dict(parts.selfplay)
 
@@ -155,7 +160,15 @@ class Loop:
         path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.paths.checkpoints)
         if path is None:
             return
-        self.load_state_dict(ckpt.load(path), path)
+        try:
+            state = ckpt.load(path)
+        except ckpt.CheckpointError as e:
+            older = ckpt.before(path) if path.exists() else None  # a damaged file: the one before it works
+            if older is None:
+                raise
+            raise ckpt.CheckpointError(f"{e}; to resume from the checkpoint before it, add resume={older} to the "
+                                       f"command (or move {path.name} away)") from None
+        self.load_state_dict(state, path)
         self.resumed_from = path
 
     def save(self, partial: bool) -> Path:
@@ -208,7 +221,7 @@ class Loop:
             self.say_start(seeded)
             c = self.counters
             if self.evaluation_due():  # the evaluation of the checkpoint resumed from was interrupted
-                self.evaluate()
+                self.rate()
             while not self.done():
                 selfplay_stats = SelfPlayPhaseStats()
                 if not c.in_training:
@@ -217,6 +230,7 @@ class Loop:
                         break
                     c.in_training = True  # 2: pause; the games in progress stay in self.selfplay
                 train_stats = self.train_phase()  # 3
+                self.evaluator.refresh()  # self-play's weights: folded and cast once per version
                 if self.stop_requested:
                     break
                 self.finish_checkpoint(selfplay_stats, train_stats)  # 4, then 5: loop again
@@ -224,7 +238,7 @@ class Loop:
                     self.monitor.say(f"checkpoint {c.checkpoints}: self-play now searches {self.search_words()} "
                                      f"(selfplay.deeper_from_checkpoint={self.cfg.selfplay.deeper_from_checkpoint})")
                 if self.evaluation_due():
-                    self.evaluate()
+                    self.rate()
             if self.stop_requested:
                 path = self.save(partial=True)
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
@@ -241,6 +255,11 @@ class Loop:
     def say_start(self, seeded: Optional[str]) -> None:
         c, cfg = self.counters, self.cfg
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
+        if self.resumed_from:  # the bar counts this session's moves: say what the phase had before
+            made = (f", {c.positions_since_checkpoint:,} of the {cfg.loop.positions_per_checkpoint:,} positions "
+                    f"for checkpoint {c.checkpoints + 1} made" if c.positions_since_checkpoint and not c.in_training
+                    else "")
+            where += f" ({self.restored_games:,} games in progress restored{made})" if self.restored_games else ""
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
                          f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}")
         limit = cfg.loop.max_checkpoints
@@ -259,18 +278,18 @@ class Loop:
     def selfplay_phase(self, stats: SelfPlayPhaseStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
-        start = self.selfplay.counters()
+        start = self.selfplay.totals()
         timer = Timer()
         progress = self.monitor.start_selfplay(
             f"self-play → checkpoint {c.checkpoints + 1}", target, cfg.selfplay.num_actors,
             (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
-            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_line=self.driver_line)
+            moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_status=self.selfplay.status)
         stats.positions = stats.positions_before = c.positions_since_checkpoint
         reached = False
 
         def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
             nonlocal reached
-            stats.moves = self.selfplay.counters().moves - start.moves
+            stats.moves = self.selfplay.totals().moves - start.moves
             progress.update(stats)
             stop = c.positions_since_checkpoint >= target or self.stop_requested
             if stop and not reached:
@@ -293,7 +312,7 @@ class Loop:
         finally:
             progress.close()
         stats.seconds = timer.elapsed()
-        stats.play = self.selfplay.counters() - start  # times summed over workers
+        stats.play = self.selfplay.totals() - start  # times summed over workers
         stats.driver = self.selfplay.status()
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
 
@@ -313,14 +332,10 @@ class Loop:
             games = self.selfplay.state_dict()
         self.selfplay.close()
         self.selfplay, _ = selfplay_driver(search_at(self.given, self.counters.checkpoints), cfg, self.run_state,
-                                           self.evaluator, instant=False)
+                                           self.evaluator, stand_in=None)
         self.selfplay.load_state_dict(games)
         self.selfplay_search = cfg.search
         return True
-
-    def driver_line(self) -> str:
-        """What the self-play driver says on the progress line (a cluster's nodes)."""
-        return self.selfplay.status().line
 
     def write_records(self, game: SelfPlayGame, games_in_phase: int) -> None:
         """hcpe3 (at the next checkpoint) and, for the first games of a phase, KIF."""
@@ -399,23 +414,23 @@ class Loop:
         return (every > 0 and c.checkpoints > 0 and c.checkpoints % every == 0 and c.evaluated < c.checkpoints
                 and c.phase_steps == 0 and not self.stop_requested)
 
-    def evaluate(self) -> None:
-        from azshogi.play.gauntlet import When, evaluate_checkpoint
+    def rate(self) -> None:
+        from azshogi.play.gauntlet import When, rate_checkpoint
 
         c = self.counters
-        self.evaluating = True
+        self.matches_running = True
         try:
             with self.clock.phase("eval"):
-                evaluate_checkpoint(self.model, self.cfg, self.device, self.paths,
-                                    When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
-                                    self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
-                                    evaluator=self.evaluator)
+                rate_checkpoint(self.model, self.cfg, self.device, self.paths,
+                                When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
+                                self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
+                                evaluator=self.evaluator)
             c.evaluated = c.checkpoints
         except EvaluationInterrupted:
             self.monitor.say(f"evaluation of checkpoint {c.checkpoints} interrupted: it runs again when the run "
                              f"resumes")
         finally:
-            self.evaluating = False
+            self.matches_running = False
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 
@@ -433,8 +448,8 @@ class Loop:
                          + ": stopping after the current step; a checkpoint follows"
                          + (" (press Ctrl-C again to quit at once, without it)" if signum == signal.SIGINT else ""))
             self.stop_requested = True
-            if self.evaluating:
-                self.evaluating = False
+            if self.matches_running:
+                self.matches_running = False
                 raise EvaluationInterrupted
 
         return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -1,8 +1,10 @@
 """What a run shows: TensorBoard scalars, a plain log file, and the console's progress bars.
 
-TensorBoard tags are grouped by prefix: train/, selfplay/, perf/. Every point's step is the
-training step count, and a resumed run purges points past its checkpoint's step (TensorBoard's
-purge_step: readers drop every earlier point at or past it), so no point is ever duplicated.
+TensorBoard tags are grouped by prefix: eval/ (play/gauntlet.py), train/, selfplay/, perf/; the
+run writes a layout for TensorBoard's Custom Scalars tab that puts strength first, then the
+losses and how self-play goes (`LAYOUT`). Every point's step is the training step count, and a
+resumed run purges points past its checkpoint's step (TensorBoard's purge_step: readers drop
+every earlier point at or past it), so no point is ever duplicated.
 During a self-play phase, selfplay/live/ points come every LIVE_SCALARS_SECONDS (moves/s, games
 finished, their mean length, positions), at steps spread between the previous checkpoint's step
 and the next one's in proportion to the phase's progress, so that curves appear within a minute
@@ -22,7 +24,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from tqdm import tqdm
+from tqdm.utils import disp_len
 
+from azshogi.selfplay.drivers import DriverStatus
 from azshogi.shogi.rules import Termination
 from azshogi.train.phases import PhaseTimes, SelfPlayPhaseStats, TrainPhaseStats
 
@@ -34,15 +38,41 @@ PROGRESS_LINE_SECONDS = 60.0  # without bars: a progress line (console and log) 
 LIVE_SCALARS_SECONDS = 30.0  # selfplay/live/ points in TensorBoard this often during self-play
 BAR_REFRESH_SECONDS = 0.5  # the self-play bar is redrawn at most this often as moves are played
 BAR_TICK_SECONDS = 1.0  # and at least this often (its clock), however long a move takes
+# TensorBoard's Custom Scalars tab: what a user watches first, in this order ({category: {chart:
+# ["Multiline", [tag patterns]]}}; the eval/ charts fill in once the in-loop evaluation has run).
+LAYOUT = {
+    "strength (eval/)": {
+        "rating on the ladder (random = 0), by training step": ["Multiline", [r"^eval/rating$"]],
+        "rating by training time (s)": ["Multiline", [r"^eval/rating_vs_seconds$"]],
+        "win rate against each opponent": ["Multiline", [r"^eval/win_rate/"]],
+    },
+    "losses (train/)": {
+        "policy loss": ["Multiline", [r"^train/policy_loss$"]],
+        "value loss": ["Multiline", [r"^train/value_loss$"]],
+    },
+    "self-play (selfplay/, perf/)": {
+        "how games end (share of a phase's games)": ["Multiline", [r"^selfplay/termination_rate/"]],
+        "mean game length (moves)": ["Multiline", [r"^selfplay/mean_game_length$"]],
+        "moves per second (live)": ["Multiline", [r"^selfplay/live/moves_per_s$"]],
+    },
+}
+BAR_MIN_WIDTH = 8  # the self-play bar's own width, at least: its words take what is left
+
+
+def terminal_columns(stream=None) -> Optional[int]:
+    """The width of the terminal `stream` (stderr by default) is, or None (not a terminal, or one
+    that reports 0 columns)."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        return (stream.isatty() and os.get_terminal_size(stream.fileno()).columns) or None
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def draws_bars(stream) -> bool:
     """Whether progress bars can be drawn on `stream`: a terminal that reports its width. Without
     one (a file, a pipe, or a terminal that reports 0x0) progress goes out as plain lines."""
-    try:
-        return stream.isatty() and os.get_terminal_size(stream.fileno()).columns > 0
-    except (AttributeError, OSError, ValueError):
-        return False
+    return terminal_columns(stream) is not None
 
 
 def setup_logging(log_file: Path) -> logging.Handler:
@@ -99,6 +129,7 @@ class Monitor:
 
         kept = stopped_phase_points(log_dir, purge_step) if purge_step is not None else []
         self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
+        self.writer.add_custom_scalars(LAYOUT)
         for tag, value, step, wall_time in kept:  # after the purge, which now keeps them
             self.writer.add_scalar(tag, value, step, walltime=wall_time)
         self.live_after = max((step for _, _, step, _ in kept), default=None)  # the resumed phase goes on after
@@ -142,7 +173,7 @@ class Monitor:
 
     def start_selfplay(self, description: str, target: int, in_flight: int, steps: tuple[int, int],
                        eta_now: bool, moves_per_position: float = 1.0,
-                       driver_line: Optional[Callable[[], str]] = None) -> "SelfPlayProgress":
+                       driver_status: Optional[Callable[[], DriverStatus]] = None) -> "SelfPlayProgress":
         """The bar of a self-play phase; eta_now: games of every age are in flight (not the run's
         first phase, whose games all start together)."""
         self.close_bar()
@@ -151,7 +182,7 @@ class Monitor:
             steps = (min(self.live_after + 1, last), last)
         return SelfPlayProgress(description, target, in_flight, steps, eta_now, self.writer, self.say,
                                 self.show_progress, self.quiet_progress, moves_per_position=moves_per_position,
-                                max_plies=self.max_plies, driver_line=driver_line)
+                                max_plies=self.max_plies, driver_status=driver_status)
 
     # --- TensorBoard ---
     def hyperparameters(self, config: dict, step: int) -> None:
@@ -237,22 +268,28 @@ class SelfPlayProgress:
     together and positions come only as the first of them end: nearly three times the target's
     moves may be played before it is reached (`first_phase_moves_needed`). There the time left is
     shown once a game has finished ("estimating" before).
+    The bar fits the terminal's width (`columns`): on a narrow one its least needed words are
+    shortened or left out, the time left last (`text`).
     Without a terminal a line goes to the log every PROGRESS_LINE_SECONDS instead; TensorBoard
-    gets selfplay/live/ points every LIVE_SCALARS_SECONDS at steps in `steps` (first, last)."""
+    gets selfplay/live/ points every LIVE_SCALARS_SECONDS at steps in `steps` (first, last).
+    `in_flight`: the games in progress, unless the driver's status says how many (a cluster's
+    nodes together, once they have started)."""
 
     def __init__(self, description: str, target: int, in_flight: int, steps: tuple[int, int], eta_now: bool,
                  writer, say: Callable[[str], None], show: bool, quiet_lines: bool,
                  clock: Callable[[], float] = time.monotonic, moves_per_position: float = 1.0,
-                 max_plies: Optional[int] = None, driver_line: Optional[Callable[[], str]] = None):
+                 max_plies: Optional[int] = None, driver_status: Optional[Callable[[], DriverStatus]] = None,
+                 columns: Callable[[], Optional[int]] = terminal_columns):
         self.description, self.target, self.in_flight, self.steps = description, target, in_flight, steps
-        self.driver_line = driver_line  # a cluster's nodes, weights versions and games lost
+        self.driver_status = driver_status  # a cluster's nodes, weights versions and games lost
+        self.show, self.columns = show, columns
         self.moves_per_position, self.max_plies = moves_per_position, max_plies
         self.top_share = 0.0
         self.eta_now, self.writer, self.say, self.quiet_lines, self.clock = eta_now, writer, say, quiet_lines, clock
         self.start = self.last_refresh = self.last_line = clock()
         self.last_live = (self.start, 0)  # time and moves at the last live point
         self.count = SelfPlayPhaseStats()
-        self.bar = tqdm(total=1000, desc=description, leave=False, disable=not show, dynamic_ncols=True,
+        self.bar = tqdm(total=1000, desc=description, leave=False, disable=not show,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}|")
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -261,13 +298,17 @@ class SelfPlayProgress:
             threading.Thread(target=self._tick, name="azshogi-selfplay-bar", daemon=True).start()
 
     def _refresh(self) -> None:
-        """Draws the bar: its share, then `text()` (in the format: tqdm's postfix adds a comma)."""
+        """Draws the bar: its share, then `text()` in the room the terminal's width leaves (in
+        the format: tqdm's postfix adds a comma)."""
         with self._lock:
             if self._closed.is_set():
                 return
+            width = self.columns() if self.show else None
+            room = None if width is None else width - disp_len(f"{self.description}: 100%||  ") - BAR_MIN_WIDTH
+            text = self.text(room)
             self.bar.n = int(1000 * self.share())
-            self.bar.bar_format = ("{desc}: {percentage:3.0f}%|{bar}| "
-                                   + self.text().replace("{", "{{").replace("}", "}}"))
+            self.bar.ncols = width
+            self.bar.bar_format = "{desc}: {percentage:3.0f}%|{bar}| " + text.replace("{", "{{").replace("}", "}}")
             self.bar.refresh()
 
     def _tick(self) -> None:
@@ -308,18 +349,41 @@ class SelfPlayProgress:
         self.top_share = max(self.top_share, share)
         return self.top_share
 
-    def text(self) -> str:
+    def text(self, room: Optional[int] = None) -> str:
+        """The bar's words: `16 moves, 8 moves/s | 0/1,000 positions | 0 games done, 8 playing
+        | 00:02, ~01:37 left` (and a cluster's nodes before the time). Within `room` characters
+        when given: the words least needed go first (playing, games done, moves, a cluster's
+        nodes, the time so far, the rate), the positions are shortened, and the time left stays."""
         c, elapsed = self.count, self.clock() - self.start
+        driver = self.driver_status() if self.driver_status is not None else DriverStatus()
+        if driver.playing:
+            self.in_flight = driver.playing
         rate = c.moves / elapsed if elapsed > 0 else 0.0
-        parts = [f"{c.moves:,} moves, {rate:,.0f} moves/s", f"{c.positions:,}/{self.target:,} positions",
-                 f"{c.games:,} game{'' if c.games == 1 else 's'} done, {self.in_flight:,} playing"]
-        when = tqdm.format_interval(elapsed)
+        if c.positions < self.target:
+            positions = [f"{c.positions:,}/{self.target:,} positions", f"{c.positions:,}/{self.target:,} pos."]
+        else:  # the moves in flight when the target is reached (a cluster's, many) add theirs
+            positions = [f"{c.positions:,} positions (target {self.target:,} reached)", f"{c.positions:,} pos."]
+        left = ["time left: estimating" if rate > 0 else ""]  # the run's first phase: how long games are is not known
         if (self.eta_now or c.games) and rate > 0:
-            when += f", ~{tqdm.format_interval(self.moves_needed() / rate)} left"
-        elif rate > 0:  # the run's first phase: how long games are is not known yet
-            when += ", time left: estimating"
-        driver = self.driver_line() if self.driver_line is not None else ""
-        return " | ".join(parts + ([driver] if driver else [])) + f" | {when}"
+            left = [f"~{tqdm.format_interval(self.moves_needed() / rate)} left"]
+        # (group, forms from the longest, rank: the lowest goes first on a narrow terminal)
+        fields = [(0, [f"{c.moves:,} moves"], 2), (0, [f"{rate:,.0f} moves/s"], 5), (1, positions, 6),
+                  (2, [f"{c.games:,} game{'' if c.games == 1 else 's'} done"], 1),
+                  (2, [f"{self.in_flight:,} playing"], 0), (3, [driver.line, driver.short], 3),
+                  (4, [tqdm.format_interval(elapsed)], 4), (4, left, 7)]
+        form = [0] * len(fields)
+
+        def words() -> str:
+            groups: dict[int, list[str]] = {}
+            for (group, forms, _), i in zip(fields, form):
+                if i < len(forms) and forms[i]:
+                    groups.setdefault(group, []).append(forms[i])
+            return " | ".join(", ".join(g) for g in groups.values())
+
+        for k in sorted(range(len(fields) - 1), key=lambda k: fields[k][2]):  # the time left is never left out
+            while room is not None and disp_len(words()) > room and form[k] < len(fields[k][1]):
+                form[k] += 1
+        return words()
 
     def update(self, count: SelfPlayPhaseStats, force: bool = False) -> None:
         self.count = count
