@@ -40,6 +40,14 @@ class ValueLoss(str, Enum):
     mse = "mse"
 
 
+class ReplayWindow(str, Enum):
+    """Where training batches are assembled (train/device_replay.py)."""
+
+    auto = "auto"  # device on CUDA when the window takes at most a quarter of its memory, else host
+    host = "host"  # on the CPU from the replay buffer, each batch's planes decoded from the positions
+    device = "device"  # the window kept on the training device, batches sampled and expanded there
+
+
 class Dtype(str, Enum):
     auto = "auto"  # bf16 on CPUs with bf16 support and on CUDA, else fp32
     fp32 = "fp32"
@@ -162,7 +170,9 @@ class TrainConfig:
     amp: bool = True  # mixed precision on CUDA (fp16 with loss scaling)
     cpu_bf16: bool = False  # bf16 autocast for training on the CPU
     max_consecutive_skips: int = 20  # non-finite steps in a row before the run stops
-    log_every: int = 10  # training steps between TensorBoard points
+    log_every: int = 10  # training steps between TensorBoard points (and losses read back from the device)
+    # where batches are assembled: auto, host, device (train/device_replay.py)
+    replay_window: ReplayWindow = ReplayWindow.auto
 
 
 @dataclass
@@ -236,6 +246,8 @@ class BenchConfig:
     fake_clients: int = 0  # > 0: the inference server alone, fed by this many clients (no search)
     plies: List[int] = field(default_factory=list)  # per-move cost at these game lengths (in process)
     delay_ms: float = 5.0  # bench.network=delay: the stand-in's time per forward pass, whatever the batch
+    train: bool = False  # the training step instead of self-play (train/train_bench.py)
+    train_positions: int = 10_000  # bench.train: positions of random games in the replay window
 
 
 @dataclass
@@ -368,6 +380,7 @@ def validate(cfg: Config) -> Config:
     _check(b.fake_clients >= 0, "bench.fake_clients", "must be >= 0", b.fake_clients)
     _check(all(p >= 0 for p in b.plies), "bench.plies", "must be numbers of plies >= 0", b.plies)
     _check(b.delay_ms > 0, "bench.delay_ms", "must be > 0", b.delay_ms)
+    _check(b.train_positions >= 1, "bench.train_positions", "must be >= 1", b.train_positions)
     _check_data_files(rp.seed_files, "replay.seed_files")
     pt = cfg.pretrain
     _check_data_files(pt.train_files, "pretrain.train_files")

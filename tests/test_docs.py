@@ -384,6 +384,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-export hcpe3-to-csa":
         Skip("a subcommand's name; docs/interop.md's `azshogi-export hcpe3-to-csa ...` runs"),
     # docs/architecture.md, inline
+    "azshogi-bench bench.train=true": Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     "python -m azshogi": Skip("trains until Ctrl-C, as `azshogi` does (azshogi/__main__.py calls the same main)"),
     # docs/experiments/, inline
     "azshogi-arena PLAYER ladder": Skip("PLAYER stands for a player; docs/play.md's `azshogi-arena "

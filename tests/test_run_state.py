@@ -14,6 +14,7 @@ from azshogi.config import ConfigError
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import RunPaths
 from azshogi.selfplay import in_progress
+from azshogi.train.device_replay import DeviceReplay
 from azshogi.train.replay import load_buffer
 from azshogi.train.run_state import RunState
 
@@ -37,9 +38,13 @@ def write(run: RunState, number: int) -> Path:
     return ckpt.save(state, RunPaths.of(run.cfg).checkpoint(number, partial=False), keep=5)
 
 
-def test_the_run_state_goes_through_a_checkpoint_and_training_continues_exactly(tiny_config, tmp_path):
+@pytest.mark.parametrize("window", ["host", "device"])
+def test_the_run_state_goes_through_a_checkpoint_and_training_continues_exactly(tiny_config, tmp_path, window):
+    """With batches from the replay buffer, or from its copy on the device (train/device_replay.py)."""
     write_hcpe(tmp_path / "a.hcpe", 40, seed=5)
     buffer = load_buffer([tmp_path / "a.hcpe"])
+    if window == "device":
+        buffer = DeviceReplay(buffer, CPU)
     cfg = tiny_config("train.mirror=true", "train.warmup_steps=0")
     straight = RunState(cfg, CPU)
     train_a_little(straight, buffer, 3)  # momentum, counters and every stream moved on

@@ -19,8 +19,8 @@ def test_times_the_assembly_and_the_step_of_a_run_s_own_batches(tiny_config, tmp
     tool.main([str(last), "--steps", "2", "--rounds", "2"])
     out = capsys.readouterr().out
     # the run's own settings and its whole window, read back from the store beside the checkpoint
-    assert re.search(rf"1x16, batch \d+, mirror True, {window['end'] - window['begin']:,} positions in the window, "
-                     r"device cpu, 2 rounds of 2 steps", out), out
+    assert re.search(rf"1x16, batch \d+, mirror True, {window['end'] - window['begin']:,} positions in the window "
+                     r"\(batches assembled on the host\), device cpu, 2 rounds of 2 steps", out), out
     ms = {name: float(value) for name, value in re.findall(r"^ *(assemble|step|both) +([\d.]+) ms a step", out, re.M)}
     assert set(ms) == {"assemble", "step", "both"} and all(value > 0 for value in ms.values()), out
     assert re.search(r"the assembly is \d+% of a step", out)

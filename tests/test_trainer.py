@@ -7,6 +7,7 @@ import torch
 from conftest import compose_config
 
 from azshogi.config import LrSchedule, TrainConfig, to_config
+from azshogi.nn.host_sync import HostSyncCounter
 from azshogi.train.replay import Batch
 from azshogi.train.trainer import Trainer, TrainingDiverged, learning_rate
 
@@ -20,12 +21,19 @@ def fixed_batch(n=16, seed=0):
                  rng.choice([-1.0, 1.0], n).astype(np.float32), np.zeros(n, np.float32))
 
 
+def step(trainer, batch):
+    """One step and its metrics (read back at once)."""
+    trainer.step(batch)
+    (metrics,) = trainer.read_back()
+    return metrics
+
+
 def test_losses_fall_on_a_fixed_batch(tiny_net):
     trainer = Trainer(tiny_net, TrainConfig(lr=0.05, warmup_steps=0), torch.device("cpu"))
     batch = fixed_batch()
-    first = trainer.step(batch)
+    first = step(trainer, batch)
     for _ in range(30):
-        last = trainer.step(batch)
+        last = step(trainer, batch)
     assert last.policy_loss < first.policy_loss - 1.0
     assert last.value_loss < first.value_loss
 
@@ -54,14 +62,14 @@ def test_non_finite_steps_are_skipped_then_stop_the_run(tiny_net):
     before = {k: v.clone() for k, v in tiny_net.state_dict().items()}
     bad = fixed_batch()
     bad.features1[0, 0, 0, 0] = math.nan
-    assert trainer.step(bad).skipped and trainer.step(bad).skipped
+    assert step(trainer, bad).skipped and step(trainer, bad).skipped
     for k, v in tiny_net.state_dict().items():
         assert torch.equal(v, before[k]), k  # a skipped step changes no weight or statistic
-    assert not trainer.step(fixed_batch()).skipped  # a good step resets the run of skips
-    trainer.step(bad)
-    trainer.step(bad)
+    assert not step(trainer, fixed_batch()).skipped  # a good step resets the run of skips
+    step(trainer, bad)
+    step(trainer, bad)
     with pytest.raises(TrainingDiverged, match="3 training steps in a row"):
-        trainer.step(bad)
+        step(trainer, bad)
     assert trainer.skipped == 5
 
 
@@ -93,17 +101,17 @@ def test_a_non_finite_loss_under_loss_scaling_is_a_skipped_step_that_lowers_the_
     bad.features1[0, 0, 0, 0] = math.nan
     for expected_scale in (2.0 ** 10 * backoff, 2.0 ** 10 * backoff ** 2):  # the very first step too
         before = weights(tiny_net)
-        metrics = trainer.step(bad)
+        metrics = step(trainer, bad)
         assert metrics.skipped and not math.isfinite(metrics.policy_loss)
         assert_unchanged(tiny_net, before)
         assert trainer.scaler.get_scale() == expected_scale
     scale = trainer.scaler.get_scale()
     before = weights(tiny_net)
-    good = trainer.step(fixed_batch())  # the run goes on: a finite step trains at the lower scale
+    good = step(trainer, fixed_batch())  # the run goes on: a finite step trains at the lower scale
     assert not good.skipped and math.isfinite(good.grad_norm)
     assert any(not torch.equal(v, before[k]) for k, v in tiny_net.state_dict().items())
     assert trainer.scaler.get_scale() == scale and trainer.skipped == 2 and trainer.consecutive_skips == 0
-    trainer.step(bad)  # after steps that updated the scaler normally
+    step(trainer, bad)  # after steps that updated the scaler normally
     assert trainer.scaler.get_scale() == scale * backoff and trainer.skipped == 3
 
 
@@ -124,7 +132,110 @@ def test_a_finite_loss_with_overflowing_gradients_is_skipped_and_lowers_the_scal
     model = SteepPolicy(tiny_net)
     trainer = cpu_scaled_trainer(model, init_scale=2.0 ** 127)
     before = weights(model)
-    metrics = trainer.step(fixed_batch())
+    metrics = step(trainer, fixed_batch())
     assert metrics.skipped and math.isfinite(metrics.policy_loss) and math.isfinite(metrics.value_loss)
     assert_unchanged(model, before)
     assert trainer.scaler.get_scale() == 2.0 ** 127 * trainer.scaler.get_backoff_factor()
+
+
+@pytest.mark.parametrize("clip", [1e-3, 0.0])
+def test_gradients_are_clipped_to_the_norm_asked(tiny_net, clip):
+    cfg = TrainConfig(optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0, warmup_steps=0, grad_clip=clip)
+    before = {k: v.detach().clone() for k, v in tiny_net.named_parameters()}
+    metrics = step(Trainer(tiny_net, cfg, torch.device("cpu")), fixed_batch())
+    moved = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.detach() - before[k])
+                                                  for k, p in tiny_net.named_parameters()]))
+    assert metrics.grad_norm > 0.01  # the norm before clipping
+    # plain SGD at lr 1 moves the weights by the (clipped) gradient
+    assert float(moved) == pytest.approx(clip if clip else metrics.grad_norm, rel=1e-3)
+
+
+# --- at the device's pace: no host synchronisation in a step, one per read-back ---
+
+@pytest.mark.parametrize("optimizer,grad_clip", [("sgd", 10.0), ("adamw", 0.0)])
+def test_a_step_makes_no_host_sync_and_a_read_back_one(tiny_net, optimizer, grad_clip):
+    trainer = Trainer(tiny_net, TrainConfig(optimizer=optimizer, grad_clip=grad_clip, warmup_steps=0),
+                      torch.device("cpu"))
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    trainer.step(fixed_batch())  # the first step makes the optimizer and its state
+    with HostSyncCounter() as syncs:
+        for batch in (fixed_batch(1), bad, fixed_batch(2)):  # a skipped step among them
+            trainer.step(batch)
+    assert syncs.count == 0, syncs.by_op
+    with HostSyncCounter() as syncs:
+        metrics = trainer.read_back()
+    assert syncs.count == 1
+    assert [m.skipped for m in metrics] == [False, False, True, False]
+    assert trainer.skipped == 1 and trainer.consecutive_skips == 0
+
+
+def test_skips_between_read_backs_are_counted_and_a_long_run_of_them_stops_the_run(tiny_net):
+    trainer = Trainer(tiny_net, TrainConfig(max_consecutive_skips=3, warmup_steps=0), torch.device("cpu"))
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    for batch in (bad, bad, fixed_batch(), bad):
+        trainer.step(batch)
+    assert trainer.skipped == 0  # nothing is known on the host before the read-back
+    assert [m.skipped for m in trainer.read_back()] == [True, True, False, True]
+    assert (trainer.skipped, trainer.consecutive_skips) == (3, 1)
+    # Three in a row (the first of them before this read-back) followed by a good step: the run
+    # still stops at the read-back, naming the longest run.
+    for batch in (bad, bad, fixed_batch()):
+        trainer.step(batch)
+    with pytest.raises(TrainingDiverged, match="3 training steps in a row"):
+        trainer.read_back()
+
+
+def test_state_dict_counts_the_steps_not_yet_read_back(tiny_net):
+    trainer = Trainer(tiny_net, TrainConfig(warmup_steps=0), torch.device("cpu"))
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    trainer.step(fixed_batch())
+    trainer.step(bad)
+    state = trainer.state_dict()
+    assert (state["step_count"], state["skipped"], state["consecutive_skips"]) == (2, 1, 1)
+    assert [m.skipped for m in trainer.read_back()] == [False, True]  # still returned once
+
+
+def test_a_skipped_first_step_leaves_sgd_momentum_as_if_it_had_not_run(tiny_net):
+    """The fused SGD leaves a first step's new momentum buffers unwritten when it skips it; the
+    trainer starts them at zero, so a skipped first step changes nothing."""
+    import copy
+
+    cfg = TrainConfig(optimizer="sgd", momentum=0.9, lr=0.05, warmup_steps=0)
+    twin = copy.deepcopy(tiny_net)
+    skipping, plain = Trainer(tiny_net, cfg, torch.device("cpu")), Trainer(twin, cfg, torch.device("cpu"))
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    skipping.step(bad)
+    skipping.step_count = 0  # the same learning rates from here on
+    for trainer in (skipping, plain):
+        for seed in range(3):
+            trainer.step(fixed_batch(seed=seed))
+    assert [m.skipped for m in skipping.read_back()] == [True, False, False, False]
+    for (name, a), b in zip(tiny_net.state_dict().items(), twin.state_dict().values()):
+        if name.endswith("num_batches_tracked"):
+            continue
+        assert torch.equal(a, b), name
+
+
+def test_an_optimizer_state_from_before_the_fused_optimizer_loads_fused_and_still_skips(tiny_net):
+    """Checkpoints written until now hold an unfused optimizer's state (`fused: None`): loaded,
+    the optimizer is fused, so that a bad step is still skipped on the device."""
+    import copy
+
+    cfg = TrainConfig(optimizer="adamw", lr=0.01, warmup_steps=0)
+    trainer = Trainer(copy.deepcopy(tiny_net), cfg, torch.device("cpu"))
+    trainer.step(fixed_batch())
+    state = trainer.state_dict()
+    old = {**state["optimizer"], "param_groups": [{**g, "fused": None} for g in state["optimizer"]["param_groups"]]}
+    resumed = Trainer(tiny_net, cfg, torch.device("cpu"))
+    resumed.load_state_dict({**state, "optimizer": old})
+    assert all(g["fused"] for g in resumed.optimizer.param_groups)
+    before = weights(tiny_net)
+    bad = fixed_batch()
+    bad.features1[0, 0, 0, 0] = math.nan
+    resumed.step(bad)
+    assert resumed.read_back()[0].skipped
+    assert_unchanged(tiny_net, before)

@@ -303,8 +303,9 @@ def fitted_targets(batch: Batch, root_weight: float, value_loss: ValueLoss = Val
     cfg = TrainConfig(optimizer=Optimizer.sgd, lr=float(rows), momentum=0.0, weight_decay=0.0, warmup_steps=0,
                       grad_clip=0.0, value_loss=value_loss, value_loss_weight=1.0,
                       value_target_root_weight=root_weight)
-    metrics = Trainer(probe, cfg, torch.device("cpu")).step(batch)
-    assert not metrics.skipped
+    trainer = Trainer(probe, cfg, torch.device("cpu"))
+    trainer.step(batch)
+    assert not trainer.read_back()[0].skipped
     gain = 1.0 if value_loss == ValueLoss.bce else 0.5
     return 0.5 + probe.b.detach().numpy() / gain
 

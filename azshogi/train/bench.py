@@ -155,6 +155,9 @@ def run(cfg: Config, out=sys.stdout) -> dict:
         # SIGTERM unwinds like Ctrl-C, so that any self-play workers are stopped and joined.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     b = cfg.bench
+    if b.train:  # the training step (train/train_bench.py)
+        from azshogi.train import train_bench
+        return train_bench.run(cfg, out)
     if b.plies:
         cfg = _in_process(cfg)
     parts = build_components(cfg, stand_in=stand_in_seconds(b))

@@ -18,6 +18,7 @@ TensorBoard's perf/. A start that fails (a bad `resume=`, a seed file) leaves no
 """
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from azshogi.selfplay import in_progress
 from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, search_at, server_batch
 from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
+from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
@@ -342,22 +344,40 @@ class Loop:
         if games_in_phase <= self.cfg.loop.selfplay_games_saved:
             write_kif(self.paths.kif(self.counters.checkpoints + 1, game.game_id), game.record, ("azshogi", "azshogi"))
 
+    @functools.cached_property
+    def batches(self) -> ReplayBuffer | DeviceReplay:
+        """What training batches are sampled from (train.replay_window): the replay buffer, on
+        the host, or its copy on the training device."""
+        device = self.run_state.device
+        return DeviceReplay(self.replay, device) if on_device(self.cfg.train, self.replay, device) else self.replay
+
     def train_phase(self) -> TrainPhaseStats:
+        """Optimizer steps on batches of the replay window, with the losses read back every
+        train.log_every steps (and at the end), where TensorBoard gets them."""
         cfg, c, stats = self.cfg, self.counters, TrainPhaseStats()
+        batches = self.batches
+        if isinstance(batches, DeviceReplay):
+            batches.refresh()  # the new positions cross to the device once, before the first step
         steps = cfg.loop.steps_per_checkpoint
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
+        loss: dict[str, str] = {}
         with self.clock.phase("train"):
             while c.phase_steps < steps and not self.stop_requested:
-                batch = self.replay.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror)
-                metrics = self.trainer.step(batch)
+                batch = batches.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror)
+                self.trainer.step(batch)
                 c.phase_steps += 1
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
-                stats.add(metrics)
                 if c.train_steps % cfg.train.log_every == 0:
-                    self.monitor.train_step(c.train_steps, metrics, self.trainer.skipped)
-                self.monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
+                    metrics = self.trainer.read_back()
+                    for m in metrics:
+                        stats.add(m)
+                    self.monitor.train_step(c.train_steps, metrics[-1], self.trainer.skipped)
+                    loss = {"loss": f"{metrics[-1].policy_loss:.3f}/{metrics[-1].value_loss:.3f}"}
+                self.monitor.advance(1, **loss)
+            for m in self.trainer.read_back():
+                stats.add(m)
         stats.seconds = timer.elapsed()
         self.monitor.close_bar()
         return stats

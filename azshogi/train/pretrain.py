@@ -128,14 +128,17 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
             monitor.say(f"test: {len(test_slots)} of {len(test)} positions from {len(p.test_files)} file(s)")
         c, trainer = run.counters, run.trainer
         monitor.start_bar("pretraining", p.steps, "step")
+        loss: dict[str, str] = {}
         try:
             for step in range(1, p.steps + 1):
-                metrics = trainer.step(train.sample(cfg.train.batch_size, run.train_rng, cfg.train.mirror))
+                trainer.step(train.sample(cfg.train.batch_size, run.train_rng, cfg.train.mirror))
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
                 if c.train_steps % cfg.train.log_every == 0:
+                    metrics = trainer.read_back()[-1]
                     monitor.train_step(c.train_steps, metrics, trainer.skipped)
-                monitor.advance(1, loss=f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}")
+                    loss = {"loss": f"{metrics.policy_loss:.3f}/{metrics.value_loss:.3f}"}
+                monitor.advance(1, **loss)
                 if test is not None and (step % p.eval_every == 0 or step == p.steps):
                     m = evaluate(run.model, test, test_slots, cfg, run.device)
                     for name in ("policy_loss", "value_loss", "policy_accuracy", "value_accuracy"):

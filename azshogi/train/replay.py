@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import cshogi
 import numpy as np
@@ -35,13 +35,14 @@ ENTRIES_PER_POSITION = 64
 @dataclass
 class Batch:
     """features1 (B, 62, 9, 9), features2 (B, 57, 9, 9), policy (B, 2187) target distribution,
-    result (B,) in {-1, 0, 1}, root_value (B,) in [-1, 1]; all numpy float32."""
+    result (B,) in {-1, 0, 1}, root_value (B,) in [-1, 1]; all float32, numpy arrays (from this
+    buffer) or tensors on the training device (from train/device_replay.py)."""
 
-    features1: np.ndarray
-    features2: np.ndarray
-    policy: np.ndarray
-    result: np.ndarray
-    root_value: np.ndarray
+    features1: Any
+    features2: Any
+    policy: Any
+    result: Any
+    root_value: Any
 
 
 class ReplayBuffer:
@@ -50,6 +51,7 @@ class ReplayBuffer:
     policy entries are [entry_begin, entry_end) of the entry stream, in slots % entry_capacity."""
 
     def __init__(self, capacity: int, entries_per_position: int = ENTRIES_PER_POSITION):
+        self.allocations = 0  # windows allocated (restore() makes a new one): a device copy's cue
         self._allocate(capacity, entries_per_position)
         self._board = cshogi.Board()
 
@@ -68,6 +70,7 @@ class ReplayBuffer:
         self.probs = np.zeros(self.entry_capacity, np.float16)
         self.begin = self.end = 0
         self.entry_begin = self.entry_end = 0
+        self.allocations += 1
 
     def __len__(self) -> int:
         return self.end - self.begin

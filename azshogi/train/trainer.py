@@ -1,22 +1,31 @@
 """Optimizer steps on the shared model: losses, learning rate, mixed precision, safety.
 
-The learning rate is a pure function of the step (no scheduler state to lose). A step whose
-loss or gradient is not finite is skipped and counted; `max_consecutive_skips` in a row stop the
-run with TrainingDiverged.
+The learning rate is a pure function of the step (no scheduler state to lose). A step runs at
+the device's pace: it makes no host synchronisation (nn/host_sync.py). Whether its loss and
+gradient were finite is decided on the device, and a step where either is not is skipped there
+(the fused optimizer's `found_inf`, the batch-norm statistics put back, the loss scale lowered)
+and counted. Each step's losses, gradient norm and verdict stay on the device until
+`read_back()` brings every step since the last one back in one transfer (the loop calls it every
+`train.log_every` steps and at the end of a phase); that is also where the skips are counted on
+the host and where `max_consecutive_skips` skipped steps in a row stop the run with
+TrainingDiverged: a diverged run trains on at most log_every - 1 steps more, all of them skipped.
 """
 from __future__ import annotations
 
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from azshogi.config import LrSchedule, Optimizer, TrainConfig, ValueLoss
+from azshogi.nn.host_sync import read_back
 from azshogi.train.replay import Batch
+
+Array = Union[np.ndarray, torch.Tensor]
 
 
 class TrainingDiverged(RuntimeError):
@@ -46,11 +55,13 @@ class StepMetrics:
     skipped: bool
 
 
-def value_target(batch: Batch, root_weight: float) -> np.ndarray:
+def value_target(batch: Batch, root_weight: float) -> Array:
     """The value head's target, a win probability in [0, 1] from the side to move: (1 - w) x the
     game's result + w x the search's root value (w = train.value_target_root_weight), mapped
-    from [-1, 1]. w = 0: the result alone (a win 1, a draw 1/2, a loss 0)."""
-    return (((1.0 - root_weight) * batch.result + root_weight * batch.root_value + 1.0) * 0.5).astype(np.float32)
+    from [-1, 1]. w = 0: the result alone (a win 1, a draw 1/2, a loss 0). Float32, numpy or a
+    tensor as the batch holds."""
+    target = ((1.0 - root_weight) * batch.result + root_weight * batch.root_value + 1.0) * 0.5
+    return target.astype(np.float32) if isinstance(target, np.ndarray) else target.float()
 
 
 def losses(policy_logits: torch.Tensor, value_logit: torch.Tensor, policy_target: torch.Tensor,
@@ -69,6 +80,9 @@ def losses(policy_logits: torch.Tensor, value_logit: torch.Tensor, policy_target
 
 
 class Trainer:
+    """`step(batch)` trains on one batch without waiting for the device; `read_back()` returns
+    the StepMetrics of the steps since the last read-back (one host synchronisation)."""
+
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
         self.model, self.cfg, self.device = model, cfg, device
         self.use_amp = cfg.amp and device.type == "cuda"
@@ -81,97 +95,144 @@ class Trainer:
             self.autocast_dtype = None
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
         self.step_count = 0  # optimizer steps attempted (the learning-rate clock)
-        self.skipped = 0
-        self.consecutive_skips = 0
+        self.skipped = 0  # as of the last read-back
+        self.consecutive_skips = 0  # as of the last read-back
+        self._pending: list[tuple[torch.Tensor, float]] = []  # (the step's record on the device, its lr)
+        self._read: list[StepMetrics] = []  # read back, not yet returned
 
     @functools.cached_property
     def optimizer(self) -> torch.optim.Optimizer:
         """Made on first use: torch's optimizers import torch._dynamo (seconds), which a run need
-        not wait for before its first self-play moves."""
+        not wait for before its first self-play moves. Fused (one kernel for all parameters, on
+        the CPU and CUDA alike), which also skips a step on the device (`found_inf`)."""
         cfg, model = self.cfg, self.model
         params_decay = [p for n, p in model.named_parameters() if p.ndim > 1]
         params_plain = [p for n, p in model.named_parameters() if p.ndim <= 1]
         groups = [{"params": params_decay, "weight_decay": cfg.weight_decay},
                   {"params": params_plain, "weight_decay": 0.0}]
+        optimizer: torch.optim.Optimizer
         if cfg.optimizer == Optimizer.sgd:
-            return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
-        return torch.optim.AdamW(groups, lr=cfg.lr)
+            optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0,
+                                        fused=True)
+        else:
+            optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=True)
+        _momentum_from_zero(optimizer)
+        return optimizer
 
-    def step(self, batch: Batch) -> StepMetrics:
+    def step(self, batch: Batch) -> None:
+        """One optimizer step on `batch` (numpy arrays, or tensors on this device), skipped on
+        the device if its loss or gradient is not finite. No host synchronisation."""
         cfg, model, device = self.cfg, self.model, self.device
         lr = learning_rate(self.step_count, cfg)
-        for group in self.optimizer.param_groups:
+        optimizer = self.optimizer
+        for group in optimizer.param_groups:
             group["lr"] = lr
         self.step_count += 1
         if not model.training:
             model.train()
-        x1 = torch.from_numpy(batch.features1).to(device, non_blocking=True)
-        x2 = torch.from_numpy(batch.features2).to(device, non_blocking=True)
-        policy_target = torch.from_numpy(batch.policy).to(device, non_blocking=True)
-        target = torch.from_numpy(value_target(batch, cfg.value_target_root_weight)).to(device, non_blocking=True)
+        x1, x2, policy_target = (self._on_device(a) for a in (batch.features1, batch.features2, batch.policy))
+        target = self._on_device(value_target(batch, cfg.value_target_root_weight))
         # Batch-norm statistics change in the forward pass: keep them to undo a skipped step.
-        saved_buffers = [b.detach().clone() for b in model.buffers()]
+        buffers = list(model.buffers())
+        saved_buffers = [b.detach().clone() for b in buffers]
         with torch.autocast(device.type, dtype=self.autocast_dtype or torch.float32,
                             enabled=self.autocast_dtype is not None):
             policy_logits, value_logit = model(x1, x2)
         p_loss, v_loss, entropy = losses(policy_logits, value_logit, policy_target, target, cfg.value_loss)
         loss = p_loss + cfg.value_loss_weight * v_loss
-        self.optimizer.zero_grad(set_to_none=True)
-        grad_norm = float("nan")
-        # The loss itself when the scaler is off; on its first use the scaler makes its scale here,
-        # which a skipped step lowers (_back_off) even when no backward pass runs.
-        scaled = self.scaler.scale(loss)
-        loss_finite = bool(torch.isfinite(loss.detach()))
-        if loss_finite:
-            scaled.backward()
-            self.scaler.unscale_(self.optimizer)
-            params = [p for p in model.parameters() if p.grad is not None]
-            if cfg.grad_clip > 0:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
-            else:
-                norms = [p.grad.norm() for p in params if p.grad is not None]
-                grad_norm = float(torch.linalg.vector_norm(torch.stack(norms)))
-        skipped = not math.isfinite(grad_norm)
-        if skipped:
-            self.optimizer.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                for buffer, saved in zip(model.buffers(), saved_buffers):
-                    buffer.copy_(saved)
-            if self.scaler.is_enabled():
-                self._back_off(loss_finite)
-            self.skipped += 1
-            self.consecutive_skips += 1
-            if self.consecutive_skips >= cfg.max_consecutive_skips:
-                raise TrainingDiverged(
-                    f"{self.consecutive_skips} training steps in a row had a non-finite loss or gradient "
-                    f"(step {self.step_count}, lr {lr:.3g}); lower train.lr or turn off mixed precision")
-        else:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.consecutive_skips = 0
-        return StepMetrics(p_loss.item(), v_loss.item(), entropy.item(), grad_norm, lr, skipped)
+        optimizer.zero_grad(set_to_none=True)
+        loss_finite = torch.isfinite(loss.detach())
+        # A non-finite loss makes every gradient NaN (x 1 otherwise, exactly), so that the loss
+        # scaler's own overflow check sees it and lowers the scale; the loss scaler makes its
+        # scale on its first use.
+        poison = torch.where(loss_finite, 1.0, math.nan)
+        (self.scaler.scale(loss) * poison).backward()
+        self.scaler.unscale_(optimizer)
+        params = [p for p in model.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, grad_norm)  # the parameters' .grad
+        ok = loss_finite & torch.isfinite(grad_norm)
+        optimizer.found_inf = (~ok).float()  # type: ignore[attr-defined]  # the fused kernels skip on 1
+        optimizer.step()
+        self.scaler.update()  # backs off on the overflow unscale_ found, grows otherwise
+        with torch.no_grad():
+            for buffer, saved in zip(buffers, saved_buffers):
+                buffer.copy_(torch.where(ok, buffer, saved))
+        record = torch.stack([p_loss.detach(), v_loss.detach(), entropy.detach(), grad_norm.float(), ok.float()])
+        self._pending.append((record, lr))
 
-    def _back_off(self, loss_finite: bool) -> None:
-        """Lowers the loss scale after a skipped step. With a finite loss, unscale_ has recorded
-        the gradients' overflow and update() backs off by itself; with a non-finite loss no
-        backward ran, nothing was recorded (update() would raise), so the scale is set by hand."""
-        if loss_finite:
-            self.scaler.update()
-        else:
-            self.scaler.update(new_scale=self.scaler.get_scale() * self.scaler.get_backoff_factor())
+    def _on_device(self, array: Array) -> torch.Tensor:
+        if isinstance(array, torch.Tensor):
+            return array.to(self.device, non_blocking=True)
+        tensor = torch.from_numpy(array)
+        if self.device.type == "cuda":  # from pinned memory the host does not wait for the copy
+            tensor = tensor.pin_memory()
+        return tensor.to(self.device, non_blocking=True)
+
+    def read_back(self) -> list[StepMetrics]:
+        """The metrics of every step since the last read-back, oldest first, in one transfer.
+        Counts the skipped steps; raises TrainingDiverged when `max_consecutive_skips` steps in
+        a row were skipped."""
+        self._collect()
+        read, self._read = self._read, []
+        return read
+
+    def _collect(self) -> None:
+        if not self._pending:
+            return
+        rows = read_back(torch.stack([record for record, _ in self._pending]))
+        first = self.step_count - len(self._pending)
+        lrs = [lr for _, lr in self._pending]
+        self._pending = []
+        longest, at = 0, 0
+        for i, (row, lr) in enumerate(zip(rows, lrs)):
+            skipped = row[4] == 0.0
+            self._read.append(StepMetrics(row[0], row[1], row[2], row[3], lr, skipped))
+            self.skipped += skipped
+            self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
+            if self.consecutive_skips > longest:
+                longest, at = self.consecutive_skips, first + i + 1
+        if longest >= self.cfg.max_consecutive_skips:
+            raise TrainingDiverged(
+                f"{longest} training steps in a row had a non-finite loss or gradient (up to step {at}, "
+                f"lr {lrs[at - first - 1]:.3g}); lower train.lr or turn off mixed precision")
 
     def state_dict(self) -> dict:
+        self._collect()  # the skip counters as of the last step
         return {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
                 "step_count": self.step_count, "skipped": self.skipped,
                 "consecutive_skips": self.consecutive_skips}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        optimizer_state = dict(state["optimizer"])
+        # Checkpoints written before the optimizer was fused: loading them as fused puts each
+        # step count on the parameter's device, as the fused kernels want it.
+        optimizer_state["param_groups"] = [{**g, "fused": True, "foreach": None}
+                                           for g in optimizer_state["param_groups"]]
+        self.optimizer.load_state_dict(optimizer_state)
+        _momentum_from_zero(self.optimizer)
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.step_count = int(state["step_count"])
         self.skipped = int(state["skipped"])
         self.consecutive_skips = int(state["consecutive_skips"])
+        self._pending, self._read = [], []
+
+
+def _momentum_from_zero(optimizer: torch.optim.Optimizer) -> None:
+    """Gives SGD with momentum a zero momentum buffer where it has none. The same first step as
+    torch's (buffer = gradient, with no dampening), and a first step skipped on the device (which
+    leaves a fused SGD's new buffers unwritten) no longer leaves garbage for the next."""
+    if not isinstance(optimizer, torch.optim.SGD):
+        return
+    for group in optimizer.param_groups:
+        if group["momentum"] == 0:
+            continue
+        for p in group["params"]:
+            state = optimizer.state[p]
+            if state.get("momentum_buffer") is None:
+                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
 def weights_finite(model: torch.nn.Module) -> bool:

@@ -6,11 +6,15 @@ Reads the checkpoint's network, its run's settings and its replay window (from t
 it), then times, in alternating rounds of --steps each, what the loop's training phase does per
 step (train/loop.py `train_phase`):
 
-    assemble   ReplayBuffer.sample: the batch drawn and decoded on the CPU (features from the
-               packed positions, the mirror images when train.mirror is on, dense policy targets)
+    assemble   the batch drawn from the replay window: on the host (ReplayBuffer.sample: decoded
+               on the CPU, the mirror images when train.mirror is on, dense policy targets) or,
+               where train.replay_window puts the window on the device, there (DeviceReplay.sample)
     step       Trainer.step on a batch already assembled: the copies to the device, the forward
-               and backward passes, the optimizer, the losses read back
+               and backward passes, the optimizer; the losses read back every train.log_every steps
     both       the two one after the other, as the loop runs them
+
+(train/train_bench.training_parts, which `azshogi-bench bench.train=true` times too, on random
+positions and a new network).
 
 and prints each part's median in ms a step over the rounds, and the share of `both` that the
 assembly is. On a GPU, a large share says the GPU waits for the CPU between steps. The network
@@ -31,7 +35,9 @@ from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import replay_store_of
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.play.models import model_of
+from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.replay import ReplayBuffer, StoredReplay
+from azshogi.train.train_bench import training_parts
 from azshogi.train.trainer import Trainer
 
 
@@ -68,15 +74,12 @@ def main(argv=None) -> None:
     buffer = ReplayBuffer(cfg.replay.capacity)
     StoredReplay(buffer, ReplayStore(replay_store_of(args.checkpoint))).restore(window, args.checkpoint)
     trainer = Trainer(model, cfg.train, device)
-    rng = np.random.default_rng(0)
+    source: ReplayBuffer | DeviceReplay = buffer
+    if on_device(cfg.train, buffer, device):
+        source = DeviceReplay(buffer, device)
+        source.refresh()
     batch_size, mirror = cfg.train.batch_size, cfg.train.mirror
-    ready = buffer.sample(batch_size, rng, mirror)
-
-    parts = {
-        "assemble": lambda: buffer.sample(batch_size, rng, mirror),
-        "step": lambda: trainer.step(ready),
-        "both": lambda: trainer.step(buffer.sample(batch_size, rng, mirror)),
-    }
+    parts = training_parts(trainer, source, np.random.default_rng(0), cfg.train)
     for run in parts.values():  # warm-up: the optimizer's creation, the first kernels
         for _ in range(3):
             run()
@@ -86,8 +89,11 @@ def main(argv=None) -> None:
             times[name].append(_ms_per_step(run, args.steps, device))
 
     median = {name: statistics.median(values) for name, values in times.items()}
+    trainer.read_back()
+    where = "device" if isinstance(source, DeviceReplay) else "host"
     print(f"{args.checkpoint}: {cfg.model.blocks}x{cfg.model.channels}, batch {batch_size}, mirror {mirror}, "
-          f"{len(buffer):,} positions in the window, device {device}, {args.rounds} rounds of {args.steps} steps")
+          f"{len(buffer):,} positions in the window (batches assembled on the {where}), device {device}, "
+          f"{args.rounds} rounds of {args.steps} steps")
     for name, value in median.items():
         print(f"{name:>9} {value:8.2f} ms a step   (rounds: {', '.join(f'{v:.2f}' for v in times[name])})")
     print(f"the assembly is {median['assemble'] / median['both']:.0%} of a step as the loop takes it")
