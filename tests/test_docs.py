@@ -955,7 +955,7 @@ def test_every_twin_runs_as_its_first_twin(tmp_path):
     where its network player's options differ from that twin's, the player takes them; where its
     rungs differ, each is a rung of the ladder."""
     from azshogi.play.ladder import rung
-    from azshogi.play.players import make_player
+    from azshogi.play.specs import make_player
     from azshogi.shogi.rules import Rules
 
     run = {c for path in DOCS for c in _runs_here(path)} | set(NEEDING)

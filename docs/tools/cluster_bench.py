@@ -50,12 +50,12 @@ def main() -> None:
     def config(*extra):
         return to_config(compose_config(BASE + list(args.overrides) + list(extra)))
 
-    drivers = {"in process": build_components(config(), instant=True).selfplay}
+    drivers = {"in process": build_components(config(), stand_in=0.0).selfplay}
     for n in node_counts:
         # one local Ray instance for all (the first driver starts it): a CPU for every node
         drivers[f"{n} node{'s' if n > 1 else ''}"] = build_components(
             config("+cluster=ray", "cluster.address=local", f"cluster.nodes={n}",
-                   f"cluster.local_cpus={sum(node_counts)}"), instant=True).selfplay
+                   f"cluster.local_cpus={sum(node_counts)}"), stand_in=0.0).selfplay
     try:
         measure(drivers, args.window, args.repeats, node_counts)
     finally:

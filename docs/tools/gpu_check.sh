@@ -89,7 +89,7 @@ for name in sys.argv[2:]:
     except (StopIteration, ValueError):
         print(f"| {name} | (no result: see {name}.txt) |"); continue
     if "ms_per_step" in r:
-        print(f"\ntraining step ({r.get('model')}, batch {r.get('batch_size')}): {r['ms_per_step']} ms, "
+        print(f"\ntraining step ({r.get('model')}, batch {r.get('batch')}): {r['ms_per_step']} ms, "
               f"{r['host_syncs_per_step']} host syncs a step\n"); continue
     if "efficiency" not in r:
         continue
