@@ -186,12 +186,15 @@ class ClientEvaluator:
     The same pipe carries the worker's control messages (see workers.py); `send`, `receive` and
     `next_command` are for those. A control message that arrives while the search waits for an
     evaluation is kept for `receive` / `next_command`, in order. Every wait polls with a timeout
-    and gives up when the parent process is gone. idle: the clock of all the process's clients."""
+    and gives up when the parent process is gone. idle: the clock of all the process's clients.
+    turn: a lock the process's searching threads take turns with (see workers.py): held while
+    this client's search runs, let go while it waits for an answer."""
 
-    def __init__(self, handle: ClientHandle, poll_seconds: float = 1.0, idle: Optional[IdleClock] = None):
+    def __init__(self, handle: ClientHandle, poll_seconds: float = 1.0, idle: Optional[IdleClock] = None,
+                 turn: Optional[threading.Lock] = None):
         self.handle, self.conn, self.rows = handle, handle.conn, handle.rows
         self.inbox: collections.deque = collections.deque()
-        self.idle = idle or IdleClock(1)
+        self.idle, self.turn = idle or IdleClock(1), turn
         self.block = SharedBlock.attach(handle.shm_name, handle.block_rows)
         rows = slice(handle.offset, handle.offset + handle.rows)
         width = features.MAX_LEGAL_MOVES
@@ -219,11 +222,15 @@ class ClientEvaluator:
         except (BrokenPipeError, ConnectionResetError, EOFError) as e:
             raise ServerGone(str(e)) from e
         self.idle.enter()
+        if self.turn is not None:
+            self.turn.release()  # another group's search runs while this one's leaves are evaluated
         try:
             while (answer := self._wait()) != ("done",):
                 self.inbox.append(answer)  # a command for between moves
         finally:
             self.idle.leave()
+            if self.turn is not None:
+                self.turn.acquire()
         wire = self.handle.wire
         logits = to_float32(self.logits[:n * WIRE_BYTES[wire]], wire)
         probability = self.win_probability[:k].copy()

@@ -90,11 +90,15 @@ def worker_main(handles: list[ClientHandle], search_config, rules: Rules, group_
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group;
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the main process stops us after its checkpoint
     idle = IdleClock(len(handles))
+    # One group searches at a time, the others' leaves on the device: a group whose answer
+    # comes while another searches waits for that search's batch to go out (the GIL alone would
+    # interleave both searches, and delay both batches).
+    turn = threading.Lock()
     codes = [0] * len(handles)
 
     def group(g: int) -> None:
         codes[g] = _group_main(handles[g], search_config, rules, group_actors[g], seed, min_policy_prob,
-                               first_game_ids[g], game_id_step, playout_cap, idle)
+                               first_game_ids[g], game_id_step, playout_cap, idle, turn)
 
     threads = [threading.Thread(target=group, args=(g,), name=f"azshogi-group-{g}") for g in range(len(handles))]
     for t in threads:
@@ -106,14 +110,14 @@ def worker_main(handles: list[ClientHandle], search_config, rules: Rules, group_
 
 def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: int, seed: int,
                 min_policy_prob: float, first_game_id: int, game_id_step: int, playout_cap: PlayoutCap,
-                idle: IdleClock) -> int:
+                idle: IdleClock, turn: threading.Lock) -> int:
     """One group of a worker: builds its search and SelfPlay, then plays and obeys its pipe."""
     from azshogi.formats.dlshogi import encode_game
     from azshogi.search import make_search
     from azshogi.selfplay.actors import SelfPlay
     from azshogi.selfplay.server import ClientEvaluator
 
-    client = ClientEvaluator(handle, idle=idle)
+    client = ClientEvaluator(handle, idle=idle, turn=turn)
     try:
         search = make_search(search_config, client, rules, num_actors)
         selfplay = SelfPlay(search, rules, num_actors, seed, min_policy_prob, first_game_id, game_id_step,
@@ -124,7 +128,8 @@ def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
             command = client.next_command() if playing else client.receive()
             if command is None:  # playing, and nothing to obey: the next move
                 before = totals_of(selfplay)
-                finished = selfplay.step()
+                with turn:  # let go while the move's batches are on the device (ClientEvaluator)
+                    finished = selfplay.step()
                 for game in finished:  # the main process only appends these bytes to its hcpe3 file
                     game.hcpe3 = encode_game(game)
                 client.send(("moved", finished, replace(totals_of(selfplay) - before, idle_seconds=idle.take())))
