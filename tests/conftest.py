@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 # One thread for torch here and in the processes the tests start: the tests' networks are tiny,
@@ -64,6 +65,23 @@ def compose_config(overrides=()):
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="azshogi.conf", version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
+
+
+def run_main(capsys, monkeypatch, program: str, main, args: list[str]) -> tuple[int, str, str]:
+    """`program ARGS` in this process, as its console script runs it (sys.argv, exit code):
+    (exit code, stdout, stderr). A process of its own costs 3 s of imports; one test per
+    command runs the real console script."""
+    GlobalHydra.instance().clear()
+    monkeypatch.setattr(sys, "argv", [program, *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    finally:
+        GlobalHydra.instance().clear()
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.fixture
