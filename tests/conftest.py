@@ -108,6 +108,30 @@ def tiny_config(tmp_path):
     return make
 
 
+@pytest.fixture(scope="session")
+def tiny_run_made(tmp_path_factory):
+    """tiny_config's run 't' trained to checkpoint 1, once for the session: the folder holding its
+    checkpoints/ and logs/."""
+    from azshogi.train.loop import train
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    train(to_config(compose_config(TINY + ["run=t", f"checkpoint_root={root / 'checkpoints'}",
+                                           f"log_root={root / 'logs'}", "loop.max_checkpoints=1"])),
+          show_progress=False)
+    return root
+
+
+@pytest.fixture
+def tiny_run(tiny_run_made, tmp_path):
+    """tiny_config's run 't' stopped at its first checkpoint, in this test's tmp_path (checkpoints/t
+    and logs/t, copied from the session's): `tiny_config(...)` resumes it. Returns that checkpoint."""
+    import shutil
+
+    for folder in ("checkpoints", "logs"):
+        shutil.copytree(tiny_run_made / folder, tmp_path / folder)
+    return tmp_path / "checkpoints" / "t" / "ckpt-00001.pt"
+
+
 @pytest.fixture
 def tiny_net():
     torch.manual_seed(0)

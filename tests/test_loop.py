@@ -63,9 +63,8 @@ def assert_phase_figures_agree(log_dir: Path, counters, actors: int) -> None:
     assert values("selfplay/cheap_move_share") == [0.0] * counters.checkpoints
 
 
-def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
-    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path, tiny_run):
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)  # tiny_run stopped at checkpoint 1
     acc = EventAccumulator(str(tmp_path / "logs" / "t"))
     acc.Reload()
     # Sorted: both runs' event files are named by the same second here, so their order on
@@ -76,16 +75,13 @@ def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):
     assert loss_steps == list(range(1, 9))
 
 
-def test_a_different_network_shape_is_refused_on_resume(tiny_config):
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
+def test_a_different_network_shape_is_refused_on_resume(tiny_config, tiny_run):
     with pytest.raises(ConfigError, match="model.blocks=1, model.channels=16"):
         train(tiny_config("loop.max_checkpoints=2", "model.channels=24"), show_progress=False)
 
 
-def test_resume_from_a_path(tiny_config, tmp_path):
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
-    source = tmp_path / "checkpoints" / "t" / "ckpt-00001.pt"
-    counters = train(tiny_config("loop.max_checkpoints=2", f"resume={source}", run="other"), show_progress=False)
+def test_resume_from_a_path(tiny_config, tiny_run):
+    counters = train(tiny_config("loop.max_checkpoints=2", f"resume={tiny_run}", run="other"), show_progress=False)
     assert counters.checkpoints == 2
 
 
