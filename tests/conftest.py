@@ -1,9 +1,11 @@
 """Shared fixtures: tiny networks and small configs built through Hydra's compose API."""
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 # One thread for torch here and in the processes the tests start: the tests' networks are tiny,
@@ -59,11 +61,34 @@ def docs_tool(path: str):
     return module
 
 
-def compose_config(overrides=()):
-    """The DictConfig `azshogi OVERRIDES...` would see."""
+@functools.lru_cache(maxsize=None)
+def _composed(overrides: tuple[str, ...]):
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="azshogi.conf", version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
+
+
+def compose_config(overrides=()):
+    """The DictConfig `azshogi OVERRIDES...` would see: a copy of the one composed for these
+    overrides (Hydra takes about 0.2 s a composition; tests ask for the same ones again)."""
+    return copy.deepcopy(_composed(tuple(overrides)))
+
+
+def run_main(capsys, monkeypatch, program: str, main, args: list[str]) -> tuple[int, str, str]:
+    """`program ARGS` in this process, as its console script runs it (sys.argv, exit code):
+    (exit code, stdout, stderr). A process of its own costs 3 s of imports; one test per
+    command runs the real console script."""
+    GlobalHydra.instance().clear()
+    monkeypatch.setattr(sys, "argv", [program, *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    finally:
+        GlobalHydra.instance().clear()
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.fixture
@@ -71,11 +96,40 @@ def tiny_config(tmp_path):
     """make(extra overrides...) -> validated Config writing under tmp_path."""
 
     def make(*overrides, run="t"):
-        dict_cfg = compose_config(TINY + [f"run={run}", f"checkpoint_root={tmp_path / 'checkpoints'}",
-                                          f"log_root={tmp_path / 'logs'}", *overrides])
+        # The run and its folders are set on the composed config, as their overrides would set
+        # them (an override among `overrides` wins), so that tests share compositions.
+        dict_cfg = compose_config(TINY + list(overrides))
+        for key, value in (("run", run), ("checkpoint_root", str(tmp_path / "checkpoints")),
+                           ("log_root", str(tmp_path / "logs"))):
+            if not any(o.lstrip("+").startswith(f"{key}=") for o in overrides):
+                dict_cfg[key] = value
         return to_config(dict_cfg)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def tiny_run_made(tmp_path_factory):
+    """tiny_config's run 't' trained to checkpoint 1, once for the session: the folder holding its
+    checkpoints/ and logs/."""
+    from azshogi.train.loop import train
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    train(to_config(compose_config(TINY + ["run=t", f"checkpoint_root={root / 'checkpoints'}",
+                                           f"log_root={root / 'logs'}", "loop.max_checkpoints=1"])),
+          show_progress=False)
+    return root
+
+
+@pytest.fixture
+def tiny_run(tiny_run_made, tmp_path):
+    """tiny_config's run 't' stopped at its first checkpoint, in this test's tmp_path (checkpoints/t
+    and logs/t, copied from the session's): `tiny_config(...)` resumes it. Returns that checkpoint."""
+    import shutil
+
+    for folder in ("checkpoints", "logs"):
+        shutil.copytree(tiny_run_made / folder, tmp_path / folder)
+    return tmp_path / "checkpoints" / "t" / "ckpt-00001.pt"
 
 
 @pytest.fixture

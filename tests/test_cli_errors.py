@@ -9,26 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra.core.global_hydra import GlobalHydra
+from conftest import run_main
 
 from azshogi.commands import bench, export, pretrain, train
 from azshogi.commands.app import hydra_command
-
-
-def run_main(capsys, monkeypatch, program: str, main, args: list[str]) -> tuple[int, str, str]:
-    """`program ARGS` in this process: (exit code, stdout, stderr)."""
-    GlobalHydra.instance().clear()
-    monkeypatch.setattr(sys, "argv", [program, *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    finally:
-        GlobalHydra.instance().clear()
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 HYDRA_MISTAKES = [
     (["device=cuda:99"], "device='cuda:99'"),  # no CUDA here, or not that many devices

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "docs" / "tools" / "gpu_train.sh"
-TINY = ("+experiment=smoke", "selfplay.num_actors=8", "rules.max_plies=12", "loop.positions_per_checkpoint=40",
-        "loop.steps_per_checkpoint=2", "train.batch_size=8")
+TINY = ("+experiment=smoke", "search.num_simulations=2", "search.max_num_considered_actions=2", "selfplay.num_actors=8",
+        "rules.max_plies=12", "loop.positions_per_checkpoint=16", "loop.steps_per_checkpoint=2", "train.batch_size=8")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a bash script")
 
 

@@ -25,8 +25,8 @@ class SureOfTheSideToMove(torch.nn.Module):
         return torch.zeros(n, 2187), torch.full((n, 1), 30.0)
 
 
-def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config, tmp_path):
-    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config, tmp_path, tiny_run):
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)  # tiny_run goes on to checkpoint 2
     run = tmp_path / "checkpoints" / "t"
     last = run / "ckpt-00002.pt"
     segments = ckpt.load(last)["replay"]["segments"]

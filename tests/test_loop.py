@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compose_config, games_in_progress, replay_window
+from conftest import TINY, compose_config, games_in_progress, replay_window, run_main
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from azshogi.commands import train as train_command
 from azshogi.config import ConfigError, to_config
 from azshogi.formats import checkpoint as ckpt
 from azshogi.train.loop import train
@@ -62,9 +63,8 @@ def assert_phase_figures_agree(log_dir: Path, counters, actors: int) -> None:
     assert values("selfplay/cheap_move_share") == [0.0] * counters.checkpoints
 
 
-def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
-    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)
+def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path, tiny_run):
+    train(tiny_config("loop.max_checkpoints=2"), show_progress=False)  # tiny_run stopped at checkpoint 1
     acc = EventAccumulator(str(tmp_path / "logs" / "t"))
     acc.Reload()
     # Sorted: both runs' event files are named by the same second here, so their order on
@@ -75,16 +75,13 @@ def test_resumed_tensorboard_has_no_duplicate_points(tiny_config, tmp_path):
     assert loss_steps == list(range(1, 9))
 
 
-def test_a_different_network_shape_is_refused_on_resume(tiny_config):
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
+def test_a_different_network_shape_is_refused_on_resume(tiny_config, tiny_run):
     with pytest.raises(ConfigError, match="model.blocks=1, model.channels=16"):
         train(tiny_config("loop.max_checkpoints=2", "model.channels=24"), show_progress=False)
 
 
-def test_resume_from_a_path(tiny_config, tmp_path):
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
-    source = tmp_path / "checkpoints" / "t" / "ckpt-00001.pt"
-    counters = train(tiny_config("loop.max_checkpoints=2", f"resume={source}", run="other"), show_progress=False)
+def test_resume_from_a_path(tiny_config, tiny_run):
+    counters = train(tiny_config("loop.max_checkpoints=2", f"resume={tiny_run}", run="other"), show_progress=False)
     assert counters.checkpoints == 2
 
 
@@ -109,27 +106,27 @@ def test_bad_values_name_the_key(override, key):
     ("search.num_simulations=many", ["search.num_simulations"]),
     ("train.optimizer=adam", ["train.optimizer", "sgd", "adamw"]),
 ])
-def test_bad_overrides_fail_at_start_up_with_one_message(override, words, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "azshogi", override], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode != 0
+def test_bad_overrides_fail_at_start_up_with_one_message(override, words, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", train_command.main, [override])
+    assert code != 0
     for w in words:
-        assert w in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr
+        assert w in err, err
+    assert "Traceback" not in err
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "outputs").exists()
 
 
-def test_range_error_from_the_command_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "azshogi", "search.num_simulations=0"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == "azshogi: error: search.num_simulations=0: must be >= 1"
+def test_range_error_from_the_command_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", train_command.main, ["search.num_simulations=0"])
+    assert code == 2
+    assert err.strip() == "azshogi: error: search.num_simulations=0: must be >= 1"
 
 
 @pytest.mark.parametrize("signals", [1, 2])
-def test_sigterm_ends_with_a_checkpoint_and_resumes(tmp_path, signals):
-    from conftest import TINY
-
+def test_sigterm_ends_with_a_checkpoint_and_resumes(tiny_config, tmp_path, signals):
+    """The command in a process of its own, stopped by SIGTERM; the run it leaves resumed in this
+    process (what the command would run)."""
     args = [sys.executable, "-m", "azshogi", *TINY, "run=sig", "loop.max_checkpoints=0"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "checkpoints" / "sig"
@@ -147,9 +144,8 @@ def test_sigterm_ends_with_a_checkpoint_and_resumes(tmp_path, signals):
     assert "stopped; saved" in err
     state = ckpt.load(latest)
     finished = state["counters"]["checkpoints"]
-    proc = subprocess.run(args[:-1] + [f"loop.max_checkpoints={finished + 1}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    counters = train(tiny_config(f"loop.max_checkpoints={finished + 1}", run="sig"), show_progress=False)
+    assert counters.checkpoints == finished + 1
     assert ckpt.latest(run_dir).name == f"ckpt-{finished + 1:05d}.pt"
 
 
@@ -298,11 +294,11 @@ def test_a_format_1_checkpoint_resumes(tiny_config, tmp_path):
     assert len(replay_window(tmp_path / "checkpoints" / "t" / "ckpt-00002.pt")) == 30
 
 
-def test_a_failed_start_from_the_command_line_leaves_nothing(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "azshogi", "resume=missing.pt"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == "azshogi: error: checkpoint not found: missing.pt"
+def test_a_failed_start_from_the_command_line_leaves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", train_command.main, ["resume=missing.pt"])
+    assert code == 2
+    assert err.strip() == "azshogi: error: checkpoint not found: missing.pt"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -319,7 +315,7 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     different moments, so a phase of a single step can read low: there, the largest must be deep,
     and the shallow phases are bounded from above only.)"""
     deeper = ("selfplay.deeper_from_checkpoint=2", "selfplay.deeper_simulations=12", "selfplay.deeper_considered=4",
-              f"selfplay.num_workers={workers}")
+              f"selfplay.num_workers={workers}", "eval.every=0")  # no matches at checkpoint 5
     train(tiny_config(*deeper, "loop.max_checkpoints=4"), show_progress=False)
     logs, checkpoints = tmp_path / "logs" / "t", tmp_path / "checkpoints" / "t"
     per_move = evals_per_move(logs)

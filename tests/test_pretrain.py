@@ -12,7 +12,7 @@ import cshogi
 import numpy as np
 import pytest
 import torch
-from conftest import replay_window
+from conftest import replay_window, run_main
 from cshogi import dlshogi
 from interop_helpers import (
     CHECKMATE,
@@ -24,6 +24,7 @@ from interop_helpers import (
 )
 from resume_helpers import assert_same, games_of, plain
 
+from azshogi.commands import train
 from azshogi.config import ConfigError
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe
@@ -146,7 +147,7 @@ def test_the_loop_seeds_its_buffer_once_from_hcpe_and_hcpe3(tmp_path):
     assert state["end"] == seeded + again.counters.positions
 
 
-def test_the_console_script_runs(tmp_path):
+def test_the_console_script_runs(tmp_path, capsys, monkeypatch):
     write_hcpe(tmp_path / "t.hcpe", 40, seed=4)
     script = os.path.join(os.path.dirname(sys.executable), "azshogi-pretrain")
     done = subprocess.run([script, "run=cli", "model=tiny", "device=cpu", "pretrain.steps=2",
@@ -158,16 +159,17 @@ def test_the_console_script_runs(tmp_path):
     assert (tmp_path / "c" / "cli" / "ckpt-00000.pt").is_file()
     assert sorted(os.listdir(tmp_path)) == ["c", "l", "t.hcpe"]  # no Hydra outputs/ folder
     # Its last line's command continues the run (the network's shape and the folders included),
-    # here with a tiny self-play phase appended.
+    # here with a tiny self-play phase appended (`azshogi` in this process: test_loop.py runs
+    # the command as a process of its own).
     command = re.search(r"continue with self-play: (azshogi .*)$", done.stdout + done.stderr, re.M).group(1)
     args = shlex.split(command)[1:] + ["device=cpu", "selfplay.num_actors=2", "search.num_simulations=2",
                                        "search.max_num_considered_actions=2", "rules.max_plies=6",
                                        "loop.positions_per_checkpoint=4", "loop.steps_per_checkpoint=1",
                                        "loop.max_checkpoints=1", "train.batch_size=8", "selfplay.write_hcpe3=false"]
-    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "azshogi"), *args],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert "resumed from" in done.stdout + done.stderr
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, monkeypatch, "azshogi", train.main, args)
+    assert code == 0, err
+    assert "resumed from" in out + err
     assert (tmp_path / "c" / "cli" / "ckpt-00001.pt").is_file()
 
 

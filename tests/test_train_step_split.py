@@ -26,11 +26,10 @@ def test_times_the_assembly_and_the_step_of_a_run_s_own_batches(tiny_config, tmp
     assert re.search(r"the assembly is \d+% of a step", out)
 
 
-def test_bad_counts_and_a_network_alone_are_refused(tiny_config, tmp_path):
+def test_bad_counts_and_a_network_alone_are_refused(tiny_run, tmp_path):
     tool = docs_tool("docs/tools/train_step_split.py")
     with pytest.raises(SystemExit):
         tool.main([str(tmp_path / "missing.pt"), "--steps", "0"])
-    train(tiny_config("loop.max_checkpoints=1"), show_progress=False)
-    network = export_network(tmp_path / "checkpoints" / "t" / "ckpt-00001.pt", tmp_path / "network.pt")
+    network = export_network(tiny_run, tmp_path / "network.pt")
     with pytest.raises(SystemExit, match="a network alone"):
         tool.main([str(network)])

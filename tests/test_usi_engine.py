@@ -249,18 +249,21 @@ def test_errors_read_without_python_exception_names(engine, tmp_path):
     engine.send("setoption name BatchSize value x", "isready")
     lines = engine.until("readyok", 30)
     assert "info string error: setoption: BatchSize takes an integer in [1, 256], got 'x'" in lines
-    # A file that is not a checkpoint (the run's config.yaml, say) is named as such.
+    # A file that is not a checkpoint (the run's config.yaml, say) is named as such (an engine in
+    # this process, given it as `azshogi-usi config.yaml` gives it: the Checkpoint option).
+    from azshogi.play.usi import UsiEngine
+
     config = tmp_path / "config.yaml"
     config.write_text("run: default\nseed: 0\n")
-    session = UsiSession(str(config))
-    try:
-        session.send("usi", "isready")
-        lines = session.until("readyok", 60)
-        assert f"info string error: cannot load the model: cannot read {config}: not an azshogi checkpoint (a .pt " \
-               "file that azshogi wrote), or a damaged one" in lines
-        assert not any("Error" in line for line in lines)
-    finally:
-        session.close()
+    out = io.StringIO()
+    other = UsiEngine(out, {"Checkpoint": str(config)})
+    for line in ("usi", "isready"):
+        other.handle(line)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "readyok"
+    assert f"info string error: cannot load the model: cannot read {config}: not an azshogi checkpoint (a .pt " \
+           "file that azshogi wrote), or a damaged one" in lines
+    assert not any("Error" in line for line in lines)
 
 
 def test_the_search_knobs_reach_the_engines_settings():
