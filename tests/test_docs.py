@@ -150,6 +150,11 @@ W, A = ("W", "4"), ("A", "512")  # the docs' placeholders for numbers of workers
 WINDOWS_LAUNCHER = r"azshogi-usi --make-launcher checkpoints\myrun\ckpt-00040.pt C:\engines\azshogi-myrun.bat"
 
 
+def _ms_a_call(output: str) -> None:
+    """forward_cost.py: a line per batch size with its ms a call."""
+    assert re.search(r"^1x16 batch 4, 1 thread\(s\), fp32: [\d.]+ ms a call \(median of 1\)$", output, re.M), output
+
+
 def _profile_rows(folder: Path, output: str) -> None:
     """engine_profile.py: a row per batch size and position, a cost per leaf, the parts' shares."""
     rows = re.findall(r"^ *(\d+) (startpos|mid11) +([\d.]+) +([\d.]+) +([\d.]+)  (.*)$", output, re.M)
@@ -455,6 +460,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'azshogi-bench usi --model 5x64 --repeats 3 --option Device=cuda --option BatchSize=256 --engine main "$MAIN" '
     '--engine new "python -m azshogi.commands.usi"': Skip(ENGINE_CUDA),
     "python docs/tools/engine_profile.py --batch 64 256 512": Check(TOOL_ARGS + " (its table's command)"),
+    # docs/benchmarks.md, "The GPU at full speed, judged on a CPU"
+    "azshogi-bench +experiment=cpu device=cpu selfplay.num_workers=1 bench.network=delay bench.delay_ms=5 "
+    "bench.seconds=5 bench.warmup_seconds=3 bench.repeats=3":
+        Check(BENCH + " (test_two_groups_a_worker_queue_a_batch_behind_the_running_one: the delay network)"),
+    "python docs/tools/forward_cost.py --model 3x32 --batches 8,128 --threads 1":
+        Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "--windows", "1"),
+            then=lambda folder, output: _ms_a_call(output)),
+    "azshogi-bench +experiment=cpu device=cpu bench.seconds=5 bench.warmup_seconds=3 bench.repeats=3": Check(BENCH),
+    "azshogi model=tiny selfplay.num_workers=1 device=cpu":
+        Check(HOUR + "; test_workers.py's SIGTERM test checks such a run's workers import no torch"),
+    "azshogi-bench bench.train=true +experiment=cpu bench.seconds=5 bench.repeats=3":
+        Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/benchmarks.md, inline
     "python docs/tools/search_cost.py TREE selfplay table":
         Run(("--actors", "8", "--window", "0.2"), (("TREE", str(ROOT)),), then=_search_cost_per_evaluation),

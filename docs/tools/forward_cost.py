@@ -1,0 +1,56 @@
+"""The network alone through the evaluator, as self-play calls it: milliseconds a call on a fixed
+batch of positions, for a few batch sizes (the fixed cost a call carries shows at small batches).
+
+    python docs/tools/forward_cost.py [--model 3x32] [--batches 8,128] [--threads 1] [--seconds 1] [--windows 5]
+
+Prints one line per batch size: the median of the windows' ms a call (docs/benchmarks.md)."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="3x32", help="BLOCKSxCHANNELS (default 3x32)")
+    parser.add_argument("--batches", default="8,128", help="comma-separated batch sizes (default 8,128)")
+    parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (default 1)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="length of a window (default 1)")
+    parser.add_argument("--windows", type=int, default=5, help="windows per batch size (default 5)")
+    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="inference dtype (default fp32)")
+    args = parser.parse_args(argv)
+    try:
+        blocks, channels = (int(x) for x in args.model.lower().split("x"))
+        batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        parser.error(f"--model {args.model!r} / --batches {args.batches!r}: numbers, e.g. 3x32 and 8,128")
+
+    import torch
+
+    from azshogi.nn.evaluator import LocalEvaluator, resolve_dtype
+    from azshogi.nn.network import build
+    from azshogi.train.bench import fill, sample_positions
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    net = build(blocks, channels, 256).eval()
+    device = torch.device("cpu")
+    for batch_size in batches:
+        evaluator = LocalEvaluator(net, device, resolve_dtype(args.dtype, device), max_batch=batch_size)
+        batch = fill(evaluator.allocate(batch_size), sample_positions(batch_size, 0))
+        for _ in range(10):
+            evaluator.evaluate(batch)
+        per_call = []
+        for _ in range(args.windows):
+            calls, start = 0, time.perf_counter()
+            while time.perf_counter() - start < args.seconds:
+                evaluator.evaluate(batch)
+                calls += 1
+            per_call.append(1000 * (time.perf_counter() - start) / calls)
+        print(f"{args.model} batch {batch_size}, {args.threads} thread(s), {args.dtype}: "
+              f"{statistics.median(per_call):.3f} ms a call (median of {args.windows})")
+
+
+if __name__ == "__main__":
+    main()
