@@ -75,7 +75,7 @@ step train_step.txt 60 "$py" -m azshogi.commands.bench +experiment=gpu device="$
 files+=(train_step)
 
 # The sweep's table (docs/benchmarks.md): each run's JSON line.
-"$py" - "$out" "${files[@]}" >"$out/table.md" <<'EOF'
+"$py" - "$out" "${files[@]:2}" >"$out/table.md" <<'EOF'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -96,7 +96,7 @@ for name in sys.argv[2:]:
     t = r.get("timeline_ms") or {}
     print(f"| {name} {r['model']} | {r['actors']} | {r['nn_positions_per_s']:,.0f} | "
           f"{r['selfplay_positions_per_s']:,.0f} | {r['efficiency']:.3f} | {r['mean_batch']:.0f} | "
-          f"{r.get('workers_idle')} | {t.get('device_busy')} | {t.get('queued_behind')} |")
+          f"{r.get('workers_idle')} | {t.get('device_busy', '-')} | {t.get('queued_behind', '-')} |")
 EOF
 cat "$out/table.md"
 for f in "${files[@]}"; do cat "$out/$f.txt"; echo; rm "$out/$f.txt"; done >"$out/report.txt"
