@@ -218,6 +218,7 @@ class WorkerSelfPlay:
         self.wait_s, self.worker_timeout_s = wait_s, worker_timeout_s
         self.server: Optional[InferenceServer] = None
         self.workers: list = []
+        self.sentinels: dict[int, int] = {}  # each group's process sentinel, for the server's select
         self.idle: set[int] = set()  # groups paused between moves
         self.active: set[int] = set()  # groups told to play, not yet paused
         self._pending_state: Optional[dict] = None
@@ -318,6 +319,7 @@ class WorkerSelfPlay:
                                   [self.first_game_id + c for c in clients], self.clients, self.playout_cap))
             p.start()
             self.workers.append(p)
+            self.sentinels.update({c: p.sentinel for c in clients})
             for c in clients:
                 self.server.client_started(c)
         self._await_each("ready", STARTUP_TIMEOUT_S)
@@ -344,10 +346,9 @@ class WorkerSelfPlay:
 
     def _pump(self, timeout: float) -> list[tuple[int, tuple]]:
         """Serves evaluations for up to `timeout` s; the other messages that arrived."""
-        sentinels = {c: self.workers[self._worker(c)].sentinel for c in range(self.clients)}
         server = self._server()
         try:
-            messages = server.serve(self.active, timeout, sentinels)
+            messages = server.serve(self.active, timeout, self.sentinels)
         except ClientLost as e:
             raise self._lost(e.index, e.detail) from None
         for c, message in messages:
