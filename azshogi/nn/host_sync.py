@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -92,6 +93,17 @@ class HostSyncCounter(TorchDispatchMode):
     def __exit__(self, *exc):
         _active.remove(self)
         return super().__exit__(*exc)
+
+
+def to_device(array, device: torch.device) -> torch.Tensor:
+    """A numpy array (or a tensor) on `device` without the host waiting: from pinned memory
+    with non_blocking on CUDA."""
+    if isinstance(array, torch.Tensor):
+        return array.to(device, non_blocking=True)
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if device.type == "cuda":  # from pinned memory the host does not wait for the copy
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def read_back(tensor: torch.Tensor) -> list:

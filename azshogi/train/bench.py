@@ -48,6 +48,14 @@ from azshogi.shogi import features
 from azshogi.shogi.network_io import WIRE_BYTES, LeafBatch
 
 
+def random_move(board: cshogi.Board, moves, rng: np.random.Generator) -> int:
+    """One of `moves`: a capture half the time when there is one, else any (random play that
+    reaches positions with pieces in hand)."""
+    captures = [m for m in moves if board.piece(cshogi.move_to(int(m)))]
+    pool = captures if captures and rng.random() < 0.5 else moves
+    return int(pool[int(rng.integers(len(pool)))])
+
+
 def sample_positions(count: int, seed: int, plies: tuple[int, int] = (0, 300)) -> list[cshogi.Board]:
     """`count` boards reached by random play (a capture when there is one, half the time),
     each after a number of plies drawn uniformly from [plies[0], plies[1]]; finished positions
@@ -60,9 +68,7 @@ def sample_positions(count: int, seed: int, plies: tuple[int, int] = (0, 300)) -
             moves = list(board.legal_moves)
             if not moves or board.is_draw(16):
                 break
-            captures = [m for m in moves if board.piece(cshogi.move_to(m))]
-            pool = captures if captures and rng.random() < 0.5 else moves
-            board.push(pool[int(rng.integers(len(pool)))])
+            board.push(random_move(board, moves, rng))
         if board.move_number - 1 == target and any(True for _ in board.legal_moves) and not board.is_draw(16):
             boards.append(board)
     return boards

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from azshogi.config import ReplayWindow, TrainConfig
+from azshogi.nn.host_sync import to_device
 from azshogi.nn.leaf_network import bit_table, expand_planes
 from azshogi.shogi import features
 from azshogi.train.replay import Batch, ReplayBuffer
@@ -112,15 +113,11 @@ class DeviceReplay:
         self._end, self._entry_end = b.end, b.entry_end
 
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
-        if self.device.type == "cuda":  # from pinned memory the host does not wait for the copy
-            tensor = tensor.pin_memory()
-        return tensor.to(self.device, non_blocking=True)
+        return to_device(array, self.device)
 
     def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False) -> Batch:
         """ReplayBuffer.sample's positions and mirror images (the same draws from `rng`)."""
-        slots = self.buffer.sample_indices(batch_size, rng)
-        return self.gather(slots, rng.random(batch_size) < 0.5 if mirror else None)
+        return self.gather(*self.buffer.draw(batch_size, rng, mirror))
 
     def gather(self, slots: np.ndarray, mirrored: np.ndarray | None = None) -> Batch:
         """ReplayBuffer.gather on the device: the positions in ring `slots` (B,), `mirrored`
@@ -137,11 +134,10 @@ class DeviceReplay:
         x1, x2 = expand_planes(self.packed[s], self.table)
         counts = self.entry_count[s].long()
         rows = torch.repeat_interleave(torch.arange(n, device=self.device), counts, output_size=entries)
-        first = torch.cumsum(counts, 0) - counts
-        within = torch.arange(entries, device=self.device) - torch.repeat_interleave(first, counts,
-                                                                                     output_size=entries)
-        starts = torch.repeat_interleave(self.entry_start[s], counts, output_size=entries)
-        where = (starts + within) % self.buffer.entry_capacity
+        first = torch.cumsum(counts, 0) - counts  # each row's first entry in the batch
+        # entry i of row r: the row's start in the ring, plus i - first[r]
+        where = (torch.arange(entries, device=self.device) + (self.entry_start[s] - first)[rows]) \
+            % self.buffer.entry_capacity
         labels = self.labels[where].long()
         if mirrored is not None:
             x1 = torch.where(flip[:, None, None, None], x1.flip(-2), x1)

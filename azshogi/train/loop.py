@@ -355,9 +355,7 @@ class Loop:
         """Optimizer steps on batches of the replay window, with the losses read back every
         train.log_every steps (and at the end), where TensorBoard gets them."""
         cfg, c, stats = self.cfg, self.counters, TrainPhaseStats()
-        batches = self.batches
-        if isinstance(batches, DeviceReplay):
-            batches.refresh()  # the new positions cross to the device once, before the first step
+        batches = self.batches  # a window on the device takes the new positions at its first batch
         steps = cfg.loop.steps_per_checkpoint
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)

@@ -149,11 +149,16 @@ class ReplayBuffer:
             raise ValueError("the replay buffer is empty")
         return (self.begin + rng.integers(0, len(self), size=batch_size)) % self.capacity
 
-    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False) -> Batch:
-        """A minibatch drawn uniformly from the window; with `mirror`, each position is replaced
-        by its mirror image with probability 1/2 (drawn from `rng` after the positions)."""
+    def draw(self, batch_size: int, rng: np.random.Generator,
+             mirror: bool = False) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """A minibatch's ring slots, uniform over the window, and with `mirror` the rows to give
+        as mirror images (each with probability 1/2, drawn from `rng` after the positions)."""
         slots = self.sample_indices(batch_size, rng)
-        return self.gather(slots, rng.random(batch_size) < 0.5 if mirror else None)
+        return slots, rng.random(batch_size) < 0.5 if mirror else None
+
+    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False) -> Batch:
+        """A minibatch drawn uniformly from the window (`draw`), as a training batch."""
+        return self.gather(*self.draw(batch_size, rng, mirror))
 
     def gather(self, slots: np.ndarray, mirrored: Optional[np.ndarray] = None) -> Batch:
         """The positions in `slots` as a training batch; `mirrored` (B,) bool: the rows to give

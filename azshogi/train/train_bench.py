@@ -39,6 +39,7 @@ from azshogi.nn.evaluator import resolve_device
 from azshogi.nn.host_sync import HostSyncCounter
 from azshogi.shogi import features
 from azshogi.shogi.game_record import TrainingPositions
+from azshogi.train.bench import random_move
 from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.replay import Batch, ReplayBuffer
 from azshogi.train.run_state import RunState
@@ -66,9 +67,7 @@ def random_game_positions(count: int, seed: int) -> list[TrainingPositions]:
             labels.append(features.labels_of(moves[rng.choice(len(moves), k, replace=False)], board.turn))
             probs.append(rng.dirichlet(np.ones(k)).astype(np.float32))
             counts.append(k)
-            captures = [m for m in moves if board.piece(cshogi.move_to(int(m)))]
-            pool = captures if captures and rng.random() < 0.5 else moves
-            board.push(int(pool[int(rng.integers(len(pool)))]))
+            board.push(random_move(board, moves, rng))
         n = len(hcps)
         if n:
             games.append(TrainingPositions.of_game(

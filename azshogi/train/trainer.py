@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from azshogi.config import LrSchedule, Optimizer, TrainConfig, ValueLoss
-from azshogi.nn.host_sync import read_back
+from azshogi.nn.host_sync import read_back, to_device
 from azshogi.train.replay import Batch
 
 Array = Union[np.ndarray, torch.Tensor]
@@ -149,7 +149,7 @@ class Trainer:
         (self.scaler.scale(loss) * poison).backward()
         self.scaler.unscale_(optimizer)
         params = [p for p in model.parameters() if p.grad is not None]
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])  # (for the types)
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, grad_norm)  # the parameters' .grad
         ok = loss_finite & torch.isfinite(grad_norm)
@@ -163,12 +163,7 @@ class Trainer:
         self._pending.append((record, lr))
 
     def _on_device(self, array: Array) -> torch.Tensor:
-        if isinstance(array, torch.Tensor):
-            return array.to(self.device, non_blocking=True)
-        tensor = torch.from_numpy(array)
-        if self.device.type == "cuda":  # from pinned memory the host does not wait for the copy
-            tensor = tensor.pin_memory()
-        return tensor.to(self.device, non_blocking=True)
+        return to_device(array, self.device)
 
     def read_back(self) -> list[StepMetrics]:
         """The metrics of every step since the last read-back, oldest first, in one transfer.
