@@ -34,6 +34,25 @@ TINY = [
 ]
 
 
+# With pytest-xdist (the README's `python -m pytest -n auto`): the tests that start a local Ray
+# instance run on one worker, one after another (xdist_group + the loadgroup scheduler), so two
+# Ray instances never start side by side; every other test goes wherever a worker is free.
+RAY_TESTS = ("test_cluster.py", "docs/cluster.md")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name == RAY_TESTS[0] or RAY_TESTS[1] in item.name:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadGroupScheduling
+
+    return LoadGroupScheduling(config, log)
+
+
 def games_in_progress(state: dict) -> list:
     """A checkpoint's (or a driver's) games in progress, one dict per game: game_id, moves (USI),
     root_values, hcps, labels, probs (selfplay/in_progress.py)."""
