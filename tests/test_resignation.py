@@ -183,9 +183,10 @@ def test_the_counts_reach_tensorboard(tmp_path):
 def test_the_counts_come_back_from_the_worker_processes(tiny_config):
     from azshogi.train.loop import build_components
 
-    # A random network's win rates stay near 0.5: black resigns before ply 2 unless played out.
+    # A random network's win rates stay near 0.5: after the random opening's k plies, the side to
+    # move resigns at its second move (ply k + 2) unless the game is played out.
     cfg = tiny_config("selfplay.num_workers=1", "selfplay.resign_threshold=0.9", "selfplay.resign_moves=2",
-                      "selfplay.resign_playout_share=0.5", "rules.max_plies=12")
+                      "selfplay.resign_playout_share=0.5", "rules.max_plies=12", "selfplay.opening_random_plies=3")
     parts = build_components(cfg)
     try:
         finished = []
@@ -195,7 +196,12 @@ def test_the_counts_come_back_from_the_worker_processes(tiny_config):
     finally:
         parts.selfplay.close()
     resigned = [g for g in finished if g.record.termination == Termination.RESIGN]
-    assert resigned and all(len(g.record) == 2 and g.record.winner == WHITE for g in resigned)
+    assert resigned
+    for game in resigned:
+        k = int(game.positions.plies[0])
+        assert game.positions.plies.tolist() == [k, k + 1] and len(game.record) == k + 2
+        assert game.record.winner == 1 - k % 2
+    assert len({int(g.positions.plies[0]) for g in finished}) > 1  # the openings reach the workers too
     assert totals.resigned >= len(resigned) and totals.resign_playouts > 0
     assert totals.resigned + totals.resign_playouts >= len(finished)
 
