@@ -141,7 +141,8 @@ class SelfPlayConfig:
     # Resignation (AlphaZero): a side whose full searches' root win rate stays below
     # `resign_threshold` for `resign_moves` consecutive own moves resigns, except in a share
     # `resign_playout_share` of games (drawn from each game's own stream), played out to count
-    # false resignations (selfplay/false_resign_rate). 0 = off.
+    # false resignations (selfplay/false_resign_rate; selfplay/resign_threshold_suggested: the
+    # threshold those games support, 5% false, AlphaZero's rule, not applied by the run). 0 = off.
     resign_threshold: float = 0.0
     resign_moves: int = 3
     resign_playout_share: float = 0.1

@@ -1,16 +1,13 @@
 """Opening diversity (selfplay.opening_random_plies): each self-play game starts with 0..N
 uniformly random legal plies, drawn from its own stream, in its record (KIF, hcpe3) but not as
-training positions; the walk never ends a game; the settings' check."""
+training positions; the walk never ends a game. (The setting's check: test_resignation.py.)"""
 from __future__ import annotations
 
 import cshogi
 import numpy as np
-import pytest
-from conftest import compose_config
 from test_resignation import ValueSearch, play
 from test_training_targets import HELPMATE
 
-from azshogi.config import ConfigError, to_config
 from azshogi.formats.dlshogi import Hcpe3Writer, positions_from_file
 from azshogi.selfplay.actors import SelfPlay
 from azshogi.shogi.rules import Rules, random_plies
@@ -78,8 +75,3 @@ def test_a_random_ply_that_would_end_the_game_is_taken_back():
     moves = random_plies(board, 10, Picks(board, HELPMATE), Rules())
     assert moves == HELPMATE[:-1] and board.move_number == len(HELPMATE)  # the mating move taken back
     assert not board.is_game_over()
-
-
-def test_a_bad_setting_names_the_key():
-    with pytest.raises(ConfigError, match=r"selfplay\.opening_random_plies=-1: must be >= 0"):
-        to_config(compose_config(["selfplay.opening_random_plies=-1"]))

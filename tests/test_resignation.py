@@ -1,9 +1,10 @@
 """Resignation in self-play (selfplay.resign_threshold): who resigns and when, the result going to
 the other side (value targets, KIF, hcpe3), the played-out share and its false resignations,
 reproducibility and resume, the counts reaching the loop's totals and TensorBoard, and the
-settings' checks."""
+settings' checks (opening_random_plies' too)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Optional
 
 import cshogi
@@ -13,12 +14,12 @@ from conftest import FunctionEvaluator, compose_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_training_targets import HELPMATE
 
-from azshogi.config import ConfigError, to_config
+from azshogi.config import ConfigError, to_config, validate
 from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe3
 from azshogi.formats.records import kif_text
 from azshogi.search import GumbelSearch
 from azshogi.search.result import BatchSearchResult
-from azshogi.selfplay.actors import Resignation, SelfPlay
+from azshogi.selfplay.actors import Resignation, SelfPlay, false_resignations, resign_levels, suggested_threshold
 from azshogi.selfplay.drivers import SelfPlayTotals
 from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, Termination
@@ -170,14 +171,16 @@ def test_reproducible_with_a_seed_and_across_a_resume():
 
 def test_the_counts_reach_tensorboard(tmp_path):
     monitor = Monitor(tmp_path, None, show_progress=False)
-    stats = SelfPlayPhaseStats(play=SelfPlayTotals(resigned=7, resign_playouts=4, false_resigns=1))
+    stats = SelfPlayPhaseStats(play=SelfPlayTotals(resigned=7, resign_playouts=4, false_resigns=1),
+                               resign_samples=[(np.array([[0.3, WHITE]]), BLACK)])
     monitor.checkpoint(10, stats, TrainPhaseStats(), 0, 0, 0.0, 0.0, PhaseTimes({}, 1.0))
     monitor.close()
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
     assert [(s.step, s.value) for s in acc.Scalars("selfplay/resigned")] == [(10, 7)]
     assert [(s.step, s.value) for s in acc.Scalars("selfplay/false_resign_rate")] == [(10, 0.25)]
-    assert stats.play.resign_words() == ", resigned 7, false 1/4" and SelfPlayTotals().resign_words() == ""
+    assert [(s.step, s.value) for s in acc.Scalars("selfplay/resign_threshold_suggested")] == [(10, 0.5)]
+    assert stats.resign_words() == ", resigned 7, false 1/4, 5%: 0.50" and SelfPlayPhaseStats().resign_words() == ""
 
 
 def test_the_counts_come_back_from_the_worker_processes(tiny_config):
@@ -206,12 +209,46 @@ def test_the_counts_come_back_from_the_worker_processes(tiny_config):
     assert totals.resigned + totals.resign_playouts >= len(finished)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["selfplay.resign_threshold=1"], r"selfplay\.resign_threshold=1\.0: must be a win rate in \[0, 1\)"),
-    (["selfplay.resign_threshold=-0.1"], r"selfplay\.resign_threshold=-0\.1: must be a win rate"),
-    (["selfplay.resign_moves=0"], r"selfplay\.resign_moves=0: must be >= 1"),
-    (["selfplay.resign_playout_share=1.5"], r"selfplay\.resign_playout_share=1\.5: must be in \[0, 1\]"),
-])
-def test_bad_settings_name_the_key(overrides, message):
-    with pytest.raises(ConfigError, match=message):
-        to_config(compose_config(overrides))
+def test_bad_settings_name_the_key():
+    cfg = to_config(compose_config([]))
+    for key, value, message in [
+        ("resign_threshold", 1.0, r"selfplay\.resign_threshold=1\.0: must be a win rate in \[0, 1\)"),
+        ("resign_threshold", -0.1, r"selfplay\.resign_threshold=-0\.1: must be a win rate"),
+        ("resign_moves", 0, r"selfplay\.resign_moves=0: must be >= 1"),
+        ("resign_playout_share", 1.5, r"selfplay\.resign_playout_share=1\.5: must be in \[0, 1\]"),
+        ("opening_random_plies", -1, r"selfplay\.opening_random_plies=-1: must be >= 0"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            validate(replace(cfg, selfplay=replace(cfg.selfplay, **{key: value})))
+
+
+def test_where_each_side_would_have_resigned():
+    # Win rates by ply: black 0.1, 0.3, 0.05 (plies 0, 2, 4); white 0.9, 0.2, 0.1 (plies 1, 3, 5).
+    win_rates = np.array([0.1, 0.9, 0.3, 0.2, 0.05, 0.1])
+    levels = resign_levels(np.arange(6), 2 * win_rates - 1, moves=2)
+    # A run of two own moves ends at plies 2, 3, 4, 5; each resigns above the run's highest win rate.
+    assert np.allclose(levels, [[0.3, BLACK], [0.9, WHITE], [0.3, BLACK], [0.2, WHITE]])
+    assert resign_levels(np.arange(3), np.zeros(3), moves=2).tolist() == [[0.5, BLACK]]
+
+
+def test_the_suggested_threshold_keeps_false_resignations_under_five_percent():
+    true = [(np.array([[0.3, WHITE]]), BLACK)] * 20  # white resigns above 0.3 and loses
+    false = (np.array([[0.1, BLACK]]), BLACK)  # black would resign above 0.1, and wins
+    assert suggested_threshold(true) == 0.5
+    # One false of 1 would-be resignation above 0.1 (over 5%); 1 of 21 above 0.3 (under 5%) is not
+    # reached: every lower threshold must keep the rate too.
+    assert suggested_threshold(true + [false]) == 0.1
+    draw = (np.array([[0.4, WHITE]]), None)  # a draw: a false resignation
+    would, falsely = false_resignations(true + [draw], np.array([0.3, 0.31, 0.41]))
+    assert would.tolist() == [0, 20, 21] and falsely.tolist() == [0, 0, 1]
+    assert suggested_threshold([]) is None
+
+
+def test_the_played_out_games_measure_what_self_play_counted():
+    # At the threshold self-play used, the rule's counts are the games it counted.
+    sp = gumbel_selfplay(1)
+    games = play(sp, 16)
+    samples = [(g.resign_levels, g.record.winner) for g in games if g.resign_levels is not None]
+    assert len(samples) == sum(g.record.termination != Termination.RESIGN for g in games) > 0
+    would, falsely = false_resignations(samples, np.array([sp.resignation.threshold]))
+    assert (int(would[0]), int(falsely[0])) == (sp.resign_playouts, sp.false_resigns)

@@ -87,6 +87,58 @@ class Resignation:
         return bool(fresh_rng.random() < self.playout_share)
 
 
+FALSE_RESIGN_TARGET = 0.05  # AlphaZero kept false resignations under 5%
+THRESHOLD_GRID = np.round(np.arange(0.01, 0.51, 0.01), 2)  # the thresholds the rule tries
+
+
+def resign_levels(plies: np.ndarray, root_values: np.ndarray, moves: int) -> np.ndarray:
+    """Where a game's sides would have resigned: one row (level, side) per full search that ends
+    a run of `moves` own full searches, in game order; its side would have resigned there at any
+    threshold above `level`, the highest root win rate of that run. (K, 2) float64 (as the rule
+compares them in self-play)."""
+    win_rates, sides = (np.asarray(root_values, np.float64) + 1) / 2, np.asarray(plies) % 2
+    index, levels, who = [np.zeros(0, np.int64)], [np.zeros(0)], [np.zeros(0)]
+    for side in (0, 1):
+        own = np.flatnonzero(sides == side)
+        if len(own) >= moves:
+            index.append(own[moves - 1:])
+            levels.append(np.lib.stride_tricks.sliding_window_view(win_rates[own], moves).max(axis=1))
+            who.append(np.full(len(own) - moves + 1, side))
+    order = np.argsort(np.concatenate(index), kind="stable")
+    return np.stack([np.concatenate(levels)[order], np.concatenate(who)[order]], axis=1)
+
+
+def false_resignations(samples: list, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per threshold t: the played-out games that would have been resigned, and of those the
+    false resignations. At t a game is resigned by the first side whose level is below t,
+    falsely when that side did not lose. samples: (levels, winner) of played-out games
+    (resign_levels; winner None for a draw)."""
+    thresholds = np.asarray(thresholds, np.float64)
+    would, false = np.zeros(len(thresholds), np.int64), np.zeros(len(thresholds), np.int64)
+    for levels, win in samples:
+        if not len(levels):
+            continue
+        below = levels[None, :, 0] < thresholds[:, None]
+        hit = below.any(axis=1)
+        resigner = levels[below.argmax(axis=1), 1]
+        lost = np.zeros(len(thresholds), np.bool_) if win is None else resigner != win
+        would += hit
+        false += hit & ~lost
+    return would, false
+
+
+def suggested_threshold(samples: list, target: float = FALSE_RESIGN_TARGET) -> Optional[float]:
+    """The resignation threshold that played-out games support (AlphaZero's rule): the highest of
+    THRESHOLD_GRID at which, and at every lower one, false resignations stay within `target` of
+    the games that would have resigned (false_resignations). None without samples; 0.0 when even
+    the lowest threshold resigns too many games falsely."""
+    if not samples:
+        return None
+    would, false = false_resignations(samples, THRESHOLD_GRID)
+    ok = np.cumprod(false <= target * would).astype(np.bool_)
+    return float(THRESHOLD_GRID[ok][-1]) if ok.any() else 0.0
+
+
 @dataclass
 class Actor:
     game_id: int
@@ -221,7 +273,9 @@ class SelfPlay:
         positions = TrainingPositions.of_game(actor.game_id, np.array(actor.hcps, np.uint8), results,
                                               np.array(actor.root_values, np.float32), plies,
                                               np.array([len(lab) for lab in actor.labels], np.int64), labels, probs)
-        return SelfPlayGame(actor.game_id, GameRecord(list(actor.moves), end.termination, win), positions)
+        levels = resign_levels(plies, positions.root_values, self.resignation.moves) if actor.play_out else None
+        return SelfPlayGame(actor.game_id, GameRecord(list(actor.moves), end.termination, win), positions,
+                            resign_levels=levels)
 
     # --- games in progress, for checkpoints and pipes: flat arrays (in_progress.py) ---
 

@@ -51,12 +51,6 @@ class SelfPlayTotals:
         """False resignations among the games played out past a would-be resignation (nan: none)."""
         return self.false_resigns / self.resign_playouts if self.resign_playouts else float("nan")
 
-    def resign_words(self) -> str:
-        """The resignations for the checkpoint line: ", resigned R, false F/P" ("" when none)."""
-        if not (self.resigned or self.resign_playouts):
-            return ""
-        return f", resigned {self.resigned}, false {self.false_resigns}/{self.resign_playouts}"
-
     @property
     def search_seconds(self) -> float:
         """Seconds in the searches' own work: the simulator's, less its waits for evaluations."""

@@ -234,6 +234,9 @@ class Monitor:
         w.add_scalar("selfplay/resign_playouts", sp.play.resign_playouts, step)
         if sp.play.resign_playouts:
             w.add_scalar("selfplay/false_resign_rate", sp.play.false_resign_rate, step)
+        suggested = sp.suggested_resign_threshold()  # what the played-out games support (5% false)
+        if suggested is not None:
+            w.add_scalar("selfplay/resign_threshold_suggested", suggested, step)
         w.add_scalar("selfplay/positions_total", total_positions, step)
         w.add_scalar("selfplay/replay_size", replay_size, step)
         w.add_scalar("selfplay/sample_reuse", sample_reuse, step)
