@@ -165,6 +165,13 @@ def test_reproducible_with_a_seed_and_across_a_resume():
     assert (a.resigned - counts[0], a.resign_playouts - counts[1], a.false_resigns - counts[2]) == \
         (resumed.resigned, resumed.resign_playouts, resumed.false_resigns)
     assert a.resigned > 0 and a.resign_playouts > 0  # the scenario has both
+    # The played-out games measure what self-play counted: at its own threshold, the rule's
+    # counts are its would-be resignations and false ones.
+    games = first + later
+    samples = [(g.resign_levels, g.record.winner) for g in games if g.resign_levels is not None]
+    assert len(samples) == sum(g.record.termination != Termination.RESIGN for g in games)
+    would, falsely = false_resignations(samples, np.array([a.resignation.threshold]))
+    assert (int(would[0]), int(falsely[0])) == (a.resign_playouts, a.false_resigns)
     other = gumbel_selfplay(2)
     assert summary(play(other, 3), other)[0] != summary(first, a)[0]
 
@@ -242,13 +249,3 @@ def test_the_suggested_threshold_keeps_false_resignations_under_five_percent():
     would, falsely = false_resignations(true + [draw], np.array([0.3, 0.31, 0.41]))
     assert would.tolist() == [0, 20, 21] and falsely.tolist() == [0, 0, 1]
     assert suggested_threshold([]) is None
-
-
-def test_the_played_out_games_measure_what_self_play_counted():
-    # At the threshold self-play used, the rule's counts are the games it counted.
-    sp = gumbel_selfplay(1)
-    games = play(sp, 16)
-    samples = [(g.resign_levels, g.record.winner) for g in games if g.resign_levels is not None]
-    assert len(samples) == sum(g.record.termination != Termination.RESIGN for g in games) > 0
-    would, falsely = false_resignations(samples, np.array([sp.resignation.threshold]))
-    assert (int(would[0]), int(falsely[0])) == (sp.resign_playouts, sp.false_resigns)
