@@ -138,6 +138,18 @@ class SelfPlayConfig:
     deeper_from_checkpoint: int = 0
     deeper_simulations: int = 64
     deeper_considered: int = 16
+    # Resignation (AlphaZero): a side whose full searches' root win rate stays below
+    # `resign_threshold` for `resign_moves` consecutive own moves resigns, except in a share
+    # `resign_playout_share` of games (drawn from each game's own stream), played out to count
+    # false resignations (selfplay/false_resign_rate; selfplay/resign_threshold_suggested: the
+    # threshold those games support, 5% false, AlphaZero's rule, not applied by the run). 0 = off.
+    resign_threshold: float = 0.0
+    resign_moves: int = 3
+    resign_playout_share: float = 0.1
+    # Opening diversity: each game starts with 0..opening_random_plies uniformly random legal
+    # plies (the count and the moves drawn from the game's own stream), in its record but no
+    # training positions. 0 = off.
+    opening_random_plies: int = 0
 
 
 @dataclass
@@ -350,6 +362,13 @@ def validate(cfg: Config) -> Config:
     _check(sp.cheap_search_prob == 0 or sp.deeper_from_checkpoint == 0 or sp.cheap_simulations < sp.deeper_simulations,
            "selfplay.cheap_simulations", f"must be below selfplay.deeper_simulations={sp.deeper_simulations}",
            sp.cheap_simulations)
+    _check(0 <= sp.resign_threshold < 1, "selfplay.resign_threshold", "must be a win rate in [0, 1) (0 = off)",
+           sp.resign_threshold)
+    _check(sp.resign_moves >= 1, "selfplay.resign_moves", "must be >= 1", sp.resign_moves)
+    _check(0 <= sp.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]",
+           sp.resign_playout_share)
+    _check(sp.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0 (0 = off)",
+           sp.opening_random_plies)
     _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)

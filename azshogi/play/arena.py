@@ -25,7 +25,7 @@ from azshogi.play.elo import EloEstimate, estimate
 from azshogi.play.players import Choice, Player, Turn
 from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.positions import board_after, read_openings
-from azshogi.shogi.rules import Rules, Termination, declaration_wins, outcome, winner
+from azshogi.shogi.rules import Rules, Termination, declaration_wins, outcome, random_plies, winner
 
 
 class Openings:
@@ -62,16 +62,9 @@ class Openings:
         return self._random[pair]
 
     def _random_moves(self) -> list:
-        for _ in range(100):
-            board, moves = cshogi.Board(), []
-            for _ in range(self.plies):
-                legal = list(board.legal_moves)
-                move = legal[self.rng.integers(len(legal))]
-                moves.append(cshogi.move_to_usi(move))
-                board.push(move)
-                if board.is_game_over() or board.is_draw() != cshogi.NOT_REPETITION:
-                    break
-            else:
+        for _ in range(100):  # a walk that would end the game stops short: another try
+            moves = random_plies(cshogi.Board(), self.plies, self.rng, Rules())
+            if len(moves) == self.plies:
                 return moves
         return []
 

@@ -11,11 +11,27 @@ simulations. Both are played; only the full searches' positions are training pos
 more moves are played per network evaluation while every recorded target keeps the full
 search's quality. Off (probability 0) draws nothing and records every move.
 
+Resignation (AlphaZero; `Resignation`): a side whose full searches' root win rate stays below
+`threshold` for `moves` consecutive own full searches resigns: the game ends there and the
+resigner loses (RESIGN); the position it resigned in is no training position (it has no move,
+and hcpe3 stores one per position). A share `playout_share` of games, drawn at each game's start
+from its own stream, is played out instead: the first side that would have resigned is noted,
+and when the game ends the count of played-out games grows, and that of false resignations when
+that side did not lose. The rule reads only the recorded root values (cheap searches neither
+count nor break a run), so a resumed game rebuilds its state from them.
+
+Opening diversity (`opening_plies`): each game starts with k uniformly random legal plies, k
+drawn uniformly from 0..opening_plies from its own stream (a ply that would end the game is taken
+back and the opening stops). They are in the game's record, not training positions.
+
+Both off (the defaults) draw nothing, so a game's stream is what it was without them.
+
 The loop drives self-play through a `SelfPlayDriver` (drivers.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import cshogi
 import numpy as np
@@ -23,7 +39,7 @@ import numpy as np
 from azshogi.selfplay import in_progress
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord, SelfPlayGame, TrainingPositions
-from azshogi.shogi.rules import Outcome, Rules, outcome, winner
+from azshogi.shogi.rules import Outcome, Rules, Termination, outcome, random_plies, winner
 
 
 def game_rng(seed: int, game_id: int) -> np.random.Generator:
@@ -46,6 +62,83 @@ class PlayoutCap:
         return cls(selfplay_config.cheap_search_prob, selfplay_config.cheap_simulations)
 
 
+@dataclass(frozen=True)
+class Resignation:
+    """Resignation in self-play (see the module docstring). threshold: a root win rate in [0, 1),
+    0 = off (no draw, no resignation); moves: consecutive own full searches below it;
+    playout_share: the share of games played out to count false resignations."""
+
+    threshold: float = 0.0
+    moves: int = 3
+    playout_share: float = 0.1
+
+    @property
+    def on(self) -> bool:
+        return self.threshold > 0
+
+    @classmethod
+    def from_config(cls, selfplay_config) -> "Resignation":
+        sp = selfplay_config
+        return cls(sp.resign_threshold, sp.resign_moves, sp.resign_playout_share)
+
+    def played_out(self, fresh_rng: np.random.Generator) -> bool:
+        """Whether a game is played out: the first draw of its stream (`fresh_rng` is a new
+        game's, so that a resumed game draws the same again from game_rng)."""
+        return bool(fresh_rng.random() < self.playout_share)
+
+
+FALSE_RESIGN_TARGET = 0.05  # AlphaZero kept false resignations under 5%
+THRESHOLD_GRID = np.round(np.arange(0.01, 0.51, 0.01), 2)  # the thresholds the rule tries
+
+
+def resign_levels(plies: np.ndarray, root_values: np.ndarray, moves: int) -> np.ndarray:
+    """Where a game's sides would have resigned: one row (level, side) per full search that ends
+    a run of `moves` own full searches, in game order; its side would have resigned there at any
+    threshold above `level`, the highest root win rate of that run. (K, 2) float64 (as the rule
+compares them in self-play)."""
+    win_rates, sides = (np.asarray(root_values, np.float64) + 1) / 2, np.asarray(plies) % 2
+    index, levels, who = [np.zeros(0, np.int64)], [np.zeros(0)], [np.zeros(0)]
+    for side in (0, 1):
+        own = np.flatnonzero(sides == side)
+        if len(own) >= moves:
+            index.append(own[moves - 1:])
+            levels.append(np.lib.stride_tricks.sliding_window_view(win_rates[own], moves).max(axis=1))
+            who.append(np.full(len(own) - moves + 1, side))
+    order = np.argsort(np.concatenate(index), kind="stable")
+    return np.stack([np.concatenate(levels)[order], np.concatenate(who)[order]], axis=1)
+
+
+def false_resignations(samples: list, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per threshold t: the played-out games that would have been resigned, and of those the
+    false resignations. At t a game is resigned by the first side whose level is below t,
+    falsely when that side did not lose. samples: (levels, winner) of played-out games
+    (resign_levels; winner None for a draw)."""
+    thresholds = np.asarray(thresholds, np.float64)
+    would, false = np.zeros(len(thresholds), np.int64), np.zeros(len(thresholds), np.int64)
+    for levels, win in samples:
+        if not len(levels):
+            continue
+        below = levels[None, :, 0] < thresholds[:, None]
+        hit = below.any(axis=1)
+        resigner = levels[below.argmax(axis=1), 1]
+        lost = np.zeros(len(thresholds), np.bool_) if win is None else resigner != win
+        would += hit
+        false += hit & ~lost
+    return would, false
+
+
+def suggested_threshold(samples: list, target: float = FALSE_RESIGN_TARGET) -> Optional[float]:
+    """The resignation threshold that played-out games support (AlphaZero's rule): the highest of
+    THRESHOLD_GRID at which, and at every lower one, false resignations stay within `target` of
+    the games that would have resigned (false_resignations). None without samples; 0.0 when even
+    the lowest threshold resigns too many games falsely."""
+    if not samples:
+        return None
+    would, false = false_resignations(samples, THRESHOLD_GRID)
+    ok = np.cumprod(false <= target * would).astype(np.bool_)
+    return float(THRESHOLD_GRID[ok][-1]) if ok.any() else 0.0
+
+
 @dataclass
 class Actor:
     game_id: int
@@ -58,6 +151,11 @@ class Actor:
     labels: list = field(default_factory=list)
     probs: list = field(default_factory=list)
     root_values: list = field(default_factory=list)
+    # Resignation: each colour's run of full searches below the threshold, whether this game is
+    # played out, and the colour that would have resigned in it (None: nobody yet).
+    low: list = field(default_factory=lambda: [0, 0])
+    play_out: bool = False
+    would_resign: Optional[int] = None
 
     @property
     def ply(self) -> int:
@@ -76,18 +174,42 @@ class SelfPlay:
     """game ids: first_game_id, then every game_id_step-th (worker processes interleave their ids)."""
 
     def __init__(self, search, rules: Rules, num_actors: int, seed: int = 0, min_policy_prob: float = 1e-4,
-                 first_game_id: int = 0, game_id_step: int = 1, playout_cap: PlayoutCap = PlayoutCap()):
+                 first_game_id: int = 0, game_id_step: int = 1, playout_cap: PlayoutCap = PlayoutCap(),
+                 resignation: Resignation = Resignation(), opening_plies: int = 0):
         self.search, self.rules, self.seed = search, rules, seed
         self.min_policy_prob, self.playout_cap = min_policy_prob, playout_cap
+        self.resignation, self.opening_plies = resignation, opening_plies
         self.next_game_id, self.game_id_step = first_game_id, game_id_step
-        self.actors = [self._new_actor() for _ in range(num_actors)]
         self.moves = 0  # moves played by this object's games (one per actor per step), a running total
         self.cheap_moves = 0  # of which: searched cheaply (not recorded)
+        self.resigned = 0  # games finished by a resignation
+        self.resign_playouts = 0  # games finished that were played out past a would-be resignation
+        self.false_resigns = 0  # of which: the would-be resigner did not lose
+        self.actors = [self._new_actor() for _ in range(num_actors)]
 
     def _new_actor(self) -> Actor:
+        """A new game: its stream draws first whether it is played out (resignation on), then
+        its random opening (opening_plies > 0)."""
         actor = Actor(self.next_game_id, game_rng(self.seed, self.next_game_id))
         self.next_game_id += self.game_id_step
+        if self.resignation.on:
+            actor.play_out = self.resignation.played_out(actor.rng)
+        if self.opening_plies:
+            plies = int(actor.rng.integers(0, self.opening_plies + 1))
+            actor.moves = random_plies(actor.board, plies, actor.rng, self.rules)
         return actor
+
+    def _resigns(self, actor: Actor, side: int, value: float) -> bool:
+        """Counts a full search's root value (side to move's, in [-1, 1]) toward `side`'s
+        resignation; True when `side` resigns now (not in a game played out)."""
+        r = self.resignation
+        actor.low[side] = actor.low[side] + 1 if (value + 1) / 2 < r.threshold else 0
+        if actor.low[side] < r.moves or actor.would_resign is not None:
+            return False
+        if actor.play_out:
+            actor.would_resign = side
+            return False
+        return True
 
     def _full_searches(self) -> np.ndarray:
         """(A,) bool: the actors whose move gets the full search, each drawn from its game's own
@@ -113,6 +235,11 @@ class SelfPlay:
         finished = []
         for i, actor in enumerate(actors):
             if full[i]:
+                if self.resignation.on and self._resigns(actor, actor.board.turn, float(result.root_value[i])):
+                    self.resigned += 1
+                    finished.append(self._finish(actor, Outcome(Termination.RESIGN, -1)))
+                    actors[i] = self._new_actor()
+                    continue
                 self._record(actor, result, i)
             move = int(result.moves[i])
             actor.moves.append(cshogi.move_to_usi(move))
@@ -135,6 +262,9 @@ class SelfPlay:
 
     def _finish(self, actor: Actor, end: Outcome) -> SelfPlayGame:
         win = winner(actor.board.turn, end.value)
+        if actor.would_resign is not None:
+            self.resign_playouts += 1
+            self.false_resigns += int(win != 1 - actor.would_resign)
         plies = np.array(actor.plies, np.int64)
         turns = plies % 2  # games start from the initial position, black to move
         results = np.zeros(len(plies), np.int8) if win is None else np.where(turns == win, 1, -1).astype(np.int8)
@@ -143,7 +273,9 @@ class SelfPlay:
         positions = TrainingPositions.of_game(actor.game_id, np.array(actor.hcps, np.uint8), results,
                                               np.array(actor.root_values, np.float32), plies,
                                               np.array([len(lab) for lab in actor.labels], np.int64), labels, probs)
-        return SelfPlayGame(actor.game_id, GameRecord(list(actor.moves), end.termination, win), positions)
+        levels = resign_levels(plies, positions.root_values, self.resignation.moves) if actor.play_out else None
+        return SelfPlayGame(actor.game_id, GameRecord(list(actor.moves), end.termination, win), positions,
+                            resign_levels=levels)
 
     # --- games in progress, for checkpoints and pipes: flat arrays (in_progress.py) ---
 
@@ -166,6 +298,10 @@ class SelfPlay:
             actor.moves, actor.plies = g["moves"], g["plies"]
             actor.hcps, actor.root_values = g["hcps"], g["root_values"]
             actor.labels, actor.probs = g["labels"], g["probs"]
+            if self.resignation.on:  # its resignation state, from its recorded root values
+                actor.play_out = self.resignation.played_out(game_rng(self.seed, actor.game_id))
+                for ply, value in zip(actor.plies, actor.root_values):
+                    self._resigns(actor, ply % 2, value)
             actors.append(actor)
         while len(actors) < len(self.actors):
             actors.append(self._new_actor())

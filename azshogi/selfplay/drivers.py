@@ -34,12 +34,22 @@ class SelfPlayTotals:
     leaf_seconds: float = 0.0  # of which: rules, legal moves and features at the leaves
     wait_seconds: float = 0.0  # of which: waiting for evaluations (in process: the forward passes)
     idle_seconds: float = 0.0  # a worker's wall time with all its groups waiting for evaluations (workers only)
+    # Resignation (actors.Resignation), counted as games finish: games resigned; games played out
+    # past a would-be resignation; of which, false resignations (the would-be resigner did not lose).
+    resigned: int = 0
+    resign_playouts: int = 0
+    false_resigns: int = 0
 
     def __sub__(self, other: "SelfPlayTotals") -> "SelfPlayTotals":
         return SelfPlayTotals(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
 
     def __add__(self, other: "SelfPlayTotals") -> "SelfPlayTotals":
         return SelfPlayTotals(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    @property
+    def false_resign_rate(self) -> float:
+        """False resignations among the games played out past a would-be resignation (nan: none)."""
+        return self.false_resigns / self.resign_playouts if self.resign_playouts else float("nan")
 
     @property
     def search_seconds(self) -> float:
@@ -52,7 +62,8 @@ def totals_of(selfplay: SelfPlay) -> SelfPlayTotals:
     simulator = selfplay.search.simulator
     network = replace(simulator.evaluator.stats)
     return SelfPlayTotals(selfplay.moves, selfplay.cheap_moves, network, simulator.seconds, simulator.leaf_seconds,
-                          network.seconds)
+                          network.seconds, resigned=selfplay.resigned, resign_playouts=selfplay.resign_playouts,
+                          false_resigns=selfplay.false_resigns)
 
 
 @dataclass

@@ -55,7 +55,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.actors import PlayoutCap
+from azshogi.selfplay.actors import PlayoutCap, Resignation
 from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, groups_per_worker, totals_of
 from azshogi.selfplay.server import ClientHandle, ClientLost, IdleClock, InferenceServer, ServerGone
 from azshogi.shogi.game_record import SelfPlayGame
@@ -84,7 +84,7 @@ def shares(num_actors: int, num_workers: int) -> list[int]:
 
 def worker_main(handles: list[ClientHandle], search_config, rules: Rules, group_actors: list[int], seed: int,
                 min_policy_prob: float, first_game_ids: list[int], game_id_step: int,
-                playout_cap: PlayoutCap) -> None:
+                playout_cap: PlayoutCap, resignation: Resignation = Resignation(), opening_plies: int = 0) -> None:
     """A worker process: one thread per group of games (see the module docstring), each obeying
     its own pipe until "stop"; exits with 1 if a group failed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group;
@@ -98,7 +98,7 @@ def worker_main(handles: list[ClientHandle], search_config, rules: Rules, group_
 
     def group(g: int) -> None:
         codes[g] = _group_main(handles[g], search_config, rules, group_actors[g], seed, min_policy_prob,
-                               first_game_ids[g], game_id_step, playout_cap, idle, turn)
+                               first_game_ids[g], game_id_step, playout_cap, idle, turn, resignation, opening_plies)
 
     threads = [threading.Thread(target=group, args=(g,), name=f"azshogi-group-{g}") for g in range(len(handles))]
     for t in threads:
@@ -110,7 +110,8 @@ def worker_main(handles: list[ClientHandle], search_config, rules: Rules, group_
 
 def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: int, seed: int,
                 min_policy_prob: float, first_game_id: int, game_id_step: int, playout_cap: PlayoutCap,
-                idle: IdleClock, turn: threading.Lock) -> int:
+                idle: IdleClock, turn: threading.Lock, resignation: Resignation = Resignation(),
+                opening_plies: int = 0) -> int:
     """One group of a worker: builds its search and SelfPlay, then plays and obeys its pipe."""
     from azshogi.formats.dlshogi import encode_game
     from azshogi.search import make_search
@@ -121,7 +122,7 @@ def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
     try:
         search = make_search(search_config, client, rules, num_actors)
         selfplay = SelfPlay(search, rules, num_actors, seed, min_policy_prob, first_game_id, game_id_step,
-                            playout_cap)
+                            playout_cap, resignation, opening_plies)
         client.send(("ready",))
         playing = False
         while True:
@@ -202,11 +203,13 @@ class WorkerSelfPlay:
     def __init__(self, evaluator: "LocalEvaluator", search_config, rules: Rules, num_actors: int, num_workers: int,
                  seed: int = 0, min_policy_prob: float = 1e-4, rows_per_actor: int = 1, max_batch: int = 0,
                  wait_s: float = 0.002, worker_timeout_s: float = WORKER_TIMEOUT_S,
-                 playout_cap: PlayoutCap = PlayoutCap(), first_game_id: int = 0, groups: int = 1):
+                 playout_cap: PlayoutCap = PlayoutCap(), first_game_id: int = 0, groups: int = 1,
+                 resignation: Resignation = Resignation(), opening_plies: int = 0):
         if not 1 <= num_workers <= num_actors:
             raise ValueError(f"num_workers={num_workers}: must be in [1, num_actors={num_actors}]")
         self.evaluator, self.search_config, self.rules = evaluator, search_config, rules
         self.seed, self.min_policy_prob, self.playout_cap = seed, min_policy_prob, playout_cap
+        self.resignation, self.opening_plies = resignation, opening_plies
         self.first_game_id = first_game_id
         self.processes = num_workers
         self.groups = groups_per_worker(num_actors, num_workers, groups)
@@ -316,7 +319,8 @@ class WorkerSelfPlay:
             p = ctx.Process(target=worker_main, name=f"azshogi-selfplay-{w}", daemon=True,
                             args=([self.server.handle(c) for c in clients], self.search_config, self.rules,
                                   [self.shares[c] for c in clients], self.seed, self.min_policy_prob,
-                                  [self.first_game_id + c for c in clients], self.clients, self.playout_cap))
+                                  [self.first_game_id + c for c in clients], self.clients, self.playout_cap,
+                                  self.resignation, self.opening_plies))
             p.start()
             self.workers.append(p)
             self.sentinels.update({c: p.sentinel for c in clients})

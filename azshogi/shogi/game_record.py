@@ -119,6 +119,10 @@ class SelfPlayGame:
     # The game as dlshogi's hcpe3 bytes, when the process that played it encoded it already (a
     # self-play worker: formats/dlshogi.encode_game), so that the main process need not.
     hcpe3: Optional[bytes] = None
+    # A game played out past resignation (selfplay.resign_playout_share): where each side would
+    # have resigned, (K, 2) float64 rows (threshold level, side) in game order
+    # (selfplay/actors.resign_levels); None for the other games.
+    resign_levels: Optional[np.ndarray] = None
 
     @property
     def length(self) -> int:

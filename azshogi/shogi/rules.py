@@ -134,6 +134,25 @@ def has_mate(board: cshogi.Board, plies: int) -> bool:
     return bool(mate_move(board, plies))
 
 
+def random_plies(board: cshogi.Board, plies: int, rng, rules: Rules) -> list[str]:
+    """Plays up to `plies` uniformly random legal moves on `board` (a game's start position),
+    each drawn from `rng` (a numpy Generator): one move that would end the game (by `outcome`,
+    with the rules' mate adjudication) is taken back and ends the walk early. Returns the moves
+    played, in USI: random openings (self-play's selfplay.opening_random_plies, matches' random:N)."""
+    played: list[str] = []
+    for _ in range(plies):
+        moves = list(board.legal_moves)
+        if not moves:
+            break
+        move = moves[int(rng.integers(len(moves)))]
+        board.push(move)
+        if outcome(board, len(played) + 1, rules, mate_plies=rules.mate_adjudication_plies) is not None:
+            board.pop()
+            break
+        played.append(cshogi.move_to_usi(move))
+    return played
+
+
 def winner(turn: int, value: int) -> Optional[int]:
     """The winning colour (cshogi.BLACK/WHITE) for an outcome value seen from `turn`; None = draw."""
     if value == 0:

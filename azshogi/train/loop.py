@@ -398,7 +398,8 @@ class Loop:
         cheap = f" ({sp.play.cheap_moves / sp.moves:.0%} cheap)" if sp.play.cheap_moves else ""
         self.monitor.say(
             f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
-            f"{sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}) | "
+            f"{sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}"
+            f"{sp.resign_words()}) | "
             f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f} | "
             f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
             + (f" | {sp.driver.line}" if sp.driver.line else ""))

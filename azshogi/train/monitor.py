@@ -228,6 +228,15 @@ class Monitor:
         w.add_scalar("selfplay/positions", sp.new_positions, step)
         if sp.moves:  # playout caps: the share of moves searched cheaply (0 when off)
             w.add_scalar("selfplay/cheap_move_share", sp.play.cheap_moves / sp.moves, step)
+        # Resignation (selfplay.resign_threshold; 0 when off): games resigned, games played out
+        # past a would-be resignation, and the share of those the would-be resigner did not lose.
+        w.add_scalar("selfplay/resigned", sp.play.resigned, step)
+        w.add_scalar("selfplay/resign_playouts", sp.play.resign_playouts, step)
+        if sp.play.resign_playouts:
+            w.add_scalar("selfplay/false_resign_rate", sp.play.false_resign_rate, step)
+        suggested = sp.suggested_resign_threshold()  # what the played-out games support (5% false)
+        if suggested is not None:
+            w.add_scalar("selfplay/resign_threshold_suggested", suggested, step)
         w.add_scalar("selfplay/positions_total", total_positions, step)
         w.add_scalar("selfplay/replay_size", replay_size, step)
         w.add_scalar("selfplay/sample_reuse", sample_reuse, step)

@@ -21,10 +21,11 @@ import collections
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import cshogi
 
+from azshogi.selfplay.actors import suggested_threshold
 from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals
 from azshogi.shogi.game_record import SelfPlayGame
 
@@ -54,6 +55,8 @@ class SelfPlayPhaseStats:
     # its `moves` are `moves`).
     play: SelfPlayTotals = field(default_factory=SelfPlayTotals)
     driver: DriverStatus = field(default_factory=DriverStatus)  # a cluster's nodes, at the phase's end
+    # Games played out past resignation: (where each side would have resigned, the winner)
+    resign_samples: list = field(default_factory=list)
 
     def add_game(self, game: SelfPlayGame) -> None:
         """A finished game."""
@@ -61,12 +64,27 @@ class SelfPlayPhaseStats:
         self.game_moves += game.length
         self.positions += len(game.positions)
         self.terminations[game.record.termination] += 1
+        if game.resign_levels is not None:
+            self.resign_samples.append((game.resign_levels, game.record.winner))
         if game.record.winner is None:
             self.draws += 1
         elif game.record.winner == cshogi.BLACK:
             self.black_wins += 1
         else:
             self.white_wins += 1
+
+    def suggested_resign_threshold(self) -> Optional[float]:
+        """The threshold the phase's played-out games support (selfplay/actors.suggested_threshold)."""
+        return suggested_threshold(self.resign_samples)
+
+    def resign_words(self) -> str:
+        """The resignations for the checkpoint line: ", resigned R, false F/P, 5%: T" ("" when off)."""
+        p = self.play
+        if not (p.resigned or p.resign_playouts or self.resign_samples):
+            return ""
+        suggested = self.suggested_resign_threshold()
+        return (f", resigned {p.resigned}, false {p.false_resigns}/{p.resign_playouts}"
+                + ("" if suggested is None else f", 5%: {suggested:.2f}"))
 
     @property
     def new_positions(self) -> int:

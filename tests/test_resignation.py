@@ -1,0 +1,251 @@
+"""Resignation in self-play (selfplay.resign_threshold): who resigns and when, the result going to
+the other side (value targets, KIF, hcpe3), the played-out share and its false resignations,
+reproducibility and resume, the counts reaching the loop's totals and TensorBoard, and the
+settings' checks (opening_random_plies' too)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Optional
+
+import cshogi
+import numpy as np
+import pytest
+from conftest import FunctionEvaluator, compose_config
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_training_targets import HELPMATE
+
+from azshogi.config import ConfigError, to_config, validate
+from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe3
+from azshogi.formats.records import kif_text
+from azshogi.search import GumbelSearch
+from azshogi.search.result import BatchSearchResult
+from azshogi.selfplay.actors import Resignation, SelfPlay, false_resignations, resign_levels, suggested_threshold
+from azshogi.selfplay.drivers import SelfPlayTotals
+from azshogi.shogi import features
+from azshogi.shogi.rules import Rules, Termination
+from azshogi.train.monitor import Monitor
+from azshogi.train.phases import PhaseTimes, SelfPlayPhaseStats, TrainPhaseStats
+
+BLACK, WHITE = cshogi.BLACK, cshogi.WHITE
+
+
+class ValueSearch:
+    """Stands in for the search: plays `script[ply]` (USI) or, past the script, a uniformly random
+    legal move from the game's stream; reports a uniform policy and the root value `value(side
+    to move, ply)`."""
+
+    num_simulations = 8
+
+    def __init__(self, value: Callable[[int, int], float], script: Optional[list[str]] = None):
+        self.value, self.script = value, script or []
+
+    def run(self, boards, plies, rngs, simulations=None) -> BatchSearchResult:
+        a, k = len(boards), features.MAX_LEGAL_MOVES
+        edge_moves, labels = np.zeros((a, k), np.int64), np.zeros((a, k), np.int32)
+        policy, chosen, num_edges = np.zeros((a, k), np.float32), np.zeros(a, np.int64), np.zeros(a, np.int64)
+        values = np.zeros(a, np.float32)
+        for i, (board, ply) in enumerate(zip(boards, plies.tolist())):
+            moves, move_labels = features.legal_moves_and_labels(board)
+            n = num_edges[i] = len(moves)
+            edge_moves[i, :n], labels[i, :n], policy[i, :n] = moves, move_labels, 1 / n
+            chosen[i] = (board.move_from_usi(self.script[ply]) if ply < len(self.script)
+                         else moves[int(rngs[i].integers(n))])
+            values[i] = self.value(board.turn, ply)
+        return BatchSearchResult(chosen, edge_moves, labels, num_edges, policy, np.zeros((a, k), np.float32), values)
+
+
+def losing(side: int) -> Callable[[int, int], float]:
+    """`side` sees a win rate of 0.1 at every move, the other side 0.9."""
+    return lambda turn, ply: -0.8 if turn == side else 0.8
+
+
+def play(selfplay: SelfPlay, games: int, steps: int = 400) -> list:
+    finished: list = []
+    for _ in range(steps):
+        finished += selfplay.step()
+        if len(finished) >= games:
+            return finished
+    raise AssertionError(f"{len(finished)} games finished, {games} expected")
+
+
+@pytest.mark.parametrize("resigner", [BLACK, WHITE])
+def test_a_resigned_game_goes_to_the_other_side(resigner, tmp_path):
+    # Resigning at its second full search: black before ply 2, white before ply 3.
+    sp = SelfPlay(ValueSearch(losing(resigner)), Rules(), 1, resignation=Resignation(0.2, 2, 0.0))
+    [game] = play(sp, 1)
+    record, positions = game.record, game.positions
+    assert record.termination == Termination.RESIGN and record.winner == 1 - resigner
+    assert len(record) == 2 + resigner  # the resigner's turn: it made no move
+    assert positions.plies.tolist() == list(range(len(record)))  # the resigned position is none
+    turns = positions.plies % 2
+    assert (positions.results == np.where(turns == resigner, -1, 1)).all()  # the resigner's side loses
+    assert (sp.resigned, sp.resign_playouts, sp.false_resigns) == (1, 0, 0)
+    winner = "先手" if resigner == WHITE else "後手"
+    assert kif_text(record.moves, record.termination).splitlines()[-1] == f"まで{len(record)}手で{winner}の勝ち"
+    writer = Hcpe3Writer()
+    writer.add(game)
+    [stored] = read_hcpe3(writer.flush(tmp_path / "g.hcpe3"))
+    assert (stored.termination, stored.winner) == (Termination.RESIGN, 1 - resigner)
+
+
+def test_a_run_below_the_threshold_must_be_unbroken():
+    # Black's win rate: low, high, low, low: it resigns at its fourth move (ply 6), not earlier.
+    black = {0: -0.8, 2: 0.0, 4: -0.8, 6: -0.8}
+    sp = SelfPlay(ValueSearch(lambda turn, ply: black.get(ply, 0.5)), Rules(), 1,
+                  resignation=Resignation(0.2, 2, 0.0))
+    [game] = play(sp, 1)
+    assert game.record.termination == Termination.RESIGN and len(game.record) == 6
+
+
+@pytest.mark.parametrize("loser, false_resigns", [(BLACK, 1), (WHITE, 0)])
+def test_a_played_out_game_counts_a_false_resignation_when_the_would_be_resigner_did_not_lose(loser,
+                                                                                               false_resigns):
+    # HELPMATE: black mates white at ply 7, whoever thought they were losing.
+    sp = SelfPlay(ValueSearch(losing(loser), HELPMATE), Rules(), 1, resignation=Resignation(0.2, 2, 1.0))
+    [game] = play(sp, 1)
+    assert game.record.termination == Termination.CHECKMATE and game.record.winner == BLACK
+    assert (sp.resigned, sp.resign_playouts, sp.false_resigns) == (0, 1, false_resigns)
+
+
+def test_with_share_one_no_game_resigns_and_every_would_be_resignation_is_counted():
+    # Black always sees itself losing, and games end by the ply limit: each one a false resignation.
+    sp = SelfPlay(ValueSearch(losing(BLACK)), Rules(max_plies=8), 4, resignation=Resignation(0.2, 2, 1.0))
+    games = play(sp, 8)
+    assert all(g.record.termination != Termination.RESIGN for g in games)
+    assert (sp.resigned, sp.resign_playouts, sp.false_resigns) == (0, len(games), len(games))
+
+
+def test_with_share_zero_nothing_is_played_out_and_a_share_plays_out_about_its_share():
+    sp = SelfPlay(ValueSearch(losing(BLACK)), Rules(max_plies=8), 4, resignation=Resignation(0.2, 2, 0.0))
+    games = play(sp, 8)
+    assert all(g.record.termination == Termination.RESIGN for g in games)
+    assert (sp.resigned, sp.resign_playouts, sp.false_resigns) == (len(games), 0, 0)
+    half = SelfPlay(ValueSearch(losing(BLACK)), Rules(max_plies=8), 8, resignation=Resignation(0.2, 2, 0.5))
+    games = play(half, 200)
+    assert half.resigned + half.resign_playouts == len(games) and 0.35 < half.resign_playouts / len(games) < 0.65
+
+
+def test_off_draws_nothing_and_resigns_nothing():
+    a = SelfPlay(ValueSearch(losing(BLACK)), Rules(max_plies=8), 2, seed=4, resignation=Resignation(0.0, 1, 0.5))
+    b = SelfPlay(ValueSearch(losing(BLACK)), Rules(max_plies=8), 2, seed=4)
+    assert [x.record for x in play(a, 4)] == [y.record for y in play(b, 4)]
+    assert (a.resigned, a.resign_playouts) == (0, 0)
+
+
+def hashed_value(f1, f2):
+    """A win rate in [0, 0.9] that depends on the position: some games resign, some do not."""
+    n = len(f1)
+    return np.zeros((n, 2187), np.float32), (f1.reshape(n, -1).sum(axis=1) % 10 / 10).astype(np.float32)
+
+
+def gumbel_selfplay(seed: int, actors: int = 4) -> SelfPlay:
+    rules = Rules(max_plies=24)
+    search = GumbelSearch(FunctionEvaluator(hashed_value), rules, actors, num_simulations=4,
+                          max_num_considered_actions=4)
+    return SelfPlay(search, rules, actors, seed=seed, resignation=Resignation(0.5, 2, 0.5))
+
+
+def summary(games: list, sp: SelfPlay) -> tuple:
+    return [(g.game_id, g.record) for g in games], (sp.resigned, sp.resign_playouts, sp.false_resigns)
+
+
+def test_reproducible_with_a_seed_and_across_a_resume():
+    a, b = gumbel_selfplay(1), gumbel_selfplay(1)
+    first = play(a, 3)
+    assert summary(first, a) == summary(play(b, 3), b)
+    # Resumed from a's games in progress, the played-out games and their would-be resigners go on.
+    resumed = gumbel_selfplay(1)
+    resumed.load_state_dict(a.state_dict())
+    assert [(x.play_out, x.would_resign, x.low) for x in resumed.actors] == \
+        [(x.play_out, x.would_resign, x.low) for x in a.actors]
+    counts = (a.resigned, a.resign_playouts, a.false_resigns)
+    later = play(a, 8)
+    later_resumed = play(resumed, 8)
+    assert [(g.game_id, g.record) for g in later] == [(g.game_id, g.record) for g in later_resumed]
+    assert (a.resigned - counts[0], a.resign_playouts - counts[1], a.false_resigns - counts[2]) == \
+        (resumed.resigned, resumed.resign_playouts, resumed.false_resigns)
+    assert a.resigned > 0 and a.resign_playouts > 0  # the scenario has both
+    # The played-out games measure what self-play counted: at its own threshold, the rule's
+    # counts are its would-be resignations and false ones.
+    games = first + later
+    samples = [(g.resign_levels, g.record.winner) for g in games if g.resign_levels is not None]
+    assert len(samples) == sum(g.record.termination != Termination.RESIGN for g in games)
+    would, falsely = false_resignations(samples, np.array([a.resignation.threshold]))
+    assert (int(would[0]), int(falsely[0])) == (a.resign_playouts, a.false_resigns)
+    other = gumbel_selfplay(2)
+    assert summary(play(other, 3), other)[0] != summary(first, a)[0]
+
+
+def test_the_counts_reach_tensorboard(tmp_path):
+    monitor = Monitor(tmp_path, None, show_progress=False)
+    stats = SelfPlayPhaseStats(play=SelfPlayTotals(resigned=7, resign_playouts=4, false_resigns=1),
+                               resign_samples=[(np.array([[0.3, WHITE]]), BLACK)])
+    monitor.checkpoint(10, stats, TrainPhaseStats(), 0, 0, 0.0, 0.0, PhaseTimes({}, 1.0))
+    monitor.close()
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(s.step, s.value) for s in acc.Scalars("selfplay/resigned")] == [(10, 7)]
+    assert [(s.step, s.value) for s in acc.Scalars("selfplay/false_resign_rate")] == [(10, 0.25)]
+    assert [(s.step, s.value) for s in acc.Scalars("selfplay/resign_threshold_suggested")] == [(10, 0.5)]
+    assert stats.resign_words() == ", resigned 7, false 1/4, 5%: 0.50" and SelfPlayPhaseStats().resign_words() == ""
+
+
+def test_the_counts_come_back_from_the_worker_processes(tiny_config):
+    from azshogi.train.loop import build_components
+
+    # A random network's win rates stay near 0.5: after the random opening's k plies, the side to
+    # move resigns at its second move (ply k + 2) unless the game is played out.
+    cfg = tiny_config("selfplay.num_workers=1", "selfplay.resign_threshold=0.9", "selfplay.resign_moves=2",
+                      "selfplay.resign_playout_share=0.5", "rules.max_plies=12", "selfplay.opening_random_plies=3")
+    parts = build_components(cfg)
+    try:
+        finished = []
+        for game in parts.selfplay.play(until=lambda: len(finished) >= 10):
+            finished.append(game)
+        totals = parts.selfplay.totals()
+    finally:
+        parts.selfplay.close()
+    resigned = [g for g in finished if g.record.termination == Termination.RESIGN]
+    assert resigned
+    for game in resigned:
+        k = int(game.positions.plies[0])
+        assert game.positions.plies.tolist() == [k, k + 1] and len(game.record) == k + 2
+        assert game.record.winner == 1 - k % 2
+    assert len({int(g.positions.plies[0]) for g in finished}) > 1  # the openings reach the workers too
+    assert totals.resigned >= len(resigned) and totals.resign_playouts > 0
+    assert totals.resigned + totals.resign_playouts >= len(finished)
+
+
+def test_bad_settings_name_the_key():
+    cfg = to_config(compose_config([]))
+    for key, value, message in [
+        ("resign_threshold", 1.0, r"selfplay\.resign_threshold=1\.0: must be a win rate in \[0, 1\)"),
+        ("resign_threshold", -0.1, r"selfplay\.resign_threshold=-0\.1: must be a win rate"),
+        ("resign_moves", 0, r"selfplay\.resign_moves=0: must be >= 1"),
+        ("resign_playout_share", 1.5, r"selfplay\.resign_playout_share=1\.5: must be in \[0, 1\]"),
+        ("opening_random_plies", -1, r"selfplay\.opening_random_plies=-1: must be >= 0"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            validate(replace(cfg, selfplay=replace(cfg.selfplay, **{key: value})))
+
+
+def test_where_each_side_would_have_resigned():
+    # Win rates by ply: black 0.1, 0.3, 0.05 (plies 0, 2, 4); white 0.9, 0.2, 0.1 (plies 1, 3, 5).
+    win_rates = np.array([0.1, 0.9, 0.3, 0.2, 0.05, 0.1])
+    levels = resign_levels(np.arange(6), 2 * win_rates - 1, moves=2)
+    # A run of two own moves ends at plies 2, 3, 4, 5; each resigns above the run's highest win rate.
+    assert np.allclose(levels, [[0.3, BLACK], [0.9, WHITE], [0.3, BLACK], [0.2, WHITE]])
+    assert resign_levels(np.arange(3), np.zeros(3), moves=2).tolist() == [[0.5, BLACK]]
+
+
+def test_the_suggested_threshold_keeps_false_resignations_under_five_percent():
+    true = [(np.array([[0.3, WHITE]]), BLACK)] * 20  # white resigns above 0.3 and loses
+    false = (np.array([[0.1, BLACK]]), BLACK)  # black would resign above 0.1, and wins
+    assert suggested_threshold(true) == 0.5
+    # One false of 1 would-be resignation above 0.1 (over 5%); 1 of 21 above 0.3 (under 5%) is not
+    # reached: every lower threshold must keep the rate too.
+    assert suggested_threshold(true + [false]) == 0.1
+    draw = (np.array([[0.4, WHITE]]), None)  # a draw: a false resignation
+    would, falsely = false_resignations(true + [draw], np.array([0.3, 0.31, 0.41]))
+    assert would.tolist() == [0, 20, 21] and falsely.tolist() == [0, 0, 1]
+    assert suggested_threshold([]) is None
