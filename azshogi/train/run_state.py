@@ -17,13 +17,14 @@ import functools
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 
 from azshogi.config import Config, ConfigError, from_plain, to_plain
 from azshogi.formats.checkpoint import CheckpointError
-from azshogi.nn.network import from_config
+from azshogi.nn.network import PolicyValueNet, from_config
 from azshogi.train.trainer import Trainer, weights_finite
 
 
@@ -89,6 +90,18 @@ class RunState:
             },
             "config": self.plain_config,
         }
+
+    def use(self, cfg: Config, model: Optional[PolicyValueNet] = None) -> None:
+        """Goes on with `cfg` (a stage's settings, train/stages.py) and, when given, another network
+        (a grown one, or one of the stage's shape for a checkpoint's weights), trained by a new
+        optimizer from the old trainer's step (Trainer.carry_on)."""
+        self.cfg = cfg
+        self.__dict__.pop("plain_config", None)
+        if model is not None:
+            old, self.model = self.trainer, model
+            self.trainer = Trainer(model, cfg.train, self.device)
+            self.trainer.carry_on(old)
+        self.trainer.configure(cfg.train)
 
     def check_finite(self) -> None:
         """Raises CheckpointError when the network's weights are not finite: nothing to save."""
