@@ -19,11 +19,12 @@ parameters are new tensors).
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
 
-from azshogi.nn.network import PolicyValueNet
+from azshogi.nn.network import PolicyValueNet, ResidualBlock
 
 _SHARE_SPREAD = 0.5  # each copy's raw share is uniform in [1 - spread, 1 + spread] before normalising
 
@@ -49,7 +50,7 @@ def grow(model: PolicyValueNet, blocks: int, channels: int,
         inner = _mapping(model.channels, channels, generator)
         _copy_block(old, new, f"tower.{b}.", stream, inner, generator)
     for b in range(model.blocks, blocks):
-        _identity_block(grown.tower[b], generator)
+        _identity_block(cast(ResidualBlock, grown.tower[b]), generator)
     for head in ("policy_conv", "value_conv"):
         new[f"{head}.weight"].copy_(_split_inputs(old[f"{head}.weight"], stream, generator))
     for name in new:
@@ -103,7 +104,7 @@ def _copy_block(old: dict, new: dict, p: str, stream: torch.Tensor, inner: torch
     _copy_norm(old, new, p + "bn2.", stream)
 
 
-def _identity_block(block: nn.Module, generator: torch.Generator | None) -> None:
+def _identity_block(block: ResidualBlock, generator: torch.Generator | None) -> None:
     """A new block that returns its (post-relu) input: bn2's weight and bias at 0; random convs
     (PyTorch's default initialisation, drawn from `generator`)."""
     with torch.no_grad():
