@@ -173,3 +173,26 @@ def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, s
     assert isinstance(resumed.model, torch.nn.Module) and resumed.model.blocks == 2
     shutil.rmtree(root / "checkpoints" / f"resumed{start}", ignore_errors=True)
 
+
+
+def test_the_evaluation_after_a_stage_grew_the_network_plays_the_smaller_previous_one(tmp_path):
+    """The in-loop evaluation's `previous` match: the network evaluated before the stage (1x16) is
+    rebuilt from its own file's settings, not the run's grown ones."""
+    from play_helpers import tiny_config
+
+    from azshogi.config import EvalConfig, ModelConfig, RulesConfig
+    from azshogi.formats.paths import RunPaths
+    from azshogi.nn.growth import grow
+    from azshogi.nn.network import build
+    from azshogi.play.gauntlet import When, rate_checkpoint
+
+    cfg = tiny_config(rules=RulesConfig(max_plies=8),
+                      eval=EvalConfig(games=2, num_simulations=1, records_saved=0, anchors=["random"]))
+    torch.manual_seed(0)
+    small = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).eval()
+    paths = RunPaths(tmp_path / "checkpoints", tmp_path)
+    rate_checkpoint(small, cfg, torch.device("cpu"), paths, When(1, 4, 5, 1.0), say=lambda s: None)
+    grown = grow(small, 2, 24).eval()
+    bigger = replace(cfg, model=ModelConfig(2, 24, cfg.model.value_hidden))
+    result = rate_checkpoint(grown, bigger, torch.device("cpu"), paths, When(2, 8, 9, 2.0), say=lambda s: None)
+    assert len(result.matches["previous"].games) == 2

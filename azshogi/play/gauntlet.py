@@ -38,7 +38,7 @@ from typing import Callable, Optional
 
 import torch
 
-from azshogi.config import Config, ConfigError, to_plain
+from azshogi.config import Config, ConfigError, from_plain, to_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.files import write_atomically
 from azshogi.formats.paths import RunPaths
@@ -142,7 +142,7 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
         previous_state = ckpt.load(paths.eval_previous)
 
         def previous_player() -> Player:
-            net = from_config(cfg.model)
+            net = from_config(from_plain(previous_state["config"]).model)  # a smaller one before a stage grew it
             net.load_state_dict(previous_state["model"])
             return Engine(_evaluator(net.to(device).eval(), cfg, device), cfg, settings, ec.games,
                           f"ckpt{previous_state['checkpoint']}")

@@ -345,7 +345,7 @@ class Loop:
                 from azshogi.nn.growth import grow
 
                 generator = torch.Generator().manual_seed(self.base.seed * 1_000_003 + checkpoints)
-                model = grow(self.model, new.model.blocks, new.model.channels, generator=generator)
+                model = grow(self.run_state.model, new.model.blocks, new.model.channels, generator=generator)
         self.run_state.use(play_config(self.base, checkpoints), model)
         if model is not None:
             self.evaluator = make_evaluator(self.model, self.device, new.inference, server_batch(new))
