@@ -257,15 +257,18 @@ class PretrainConfig:
 @dataclass(frozen=True)
 class StageConfig:
     """One stage of a run's schedule (train/stages.py): once `from_checkpoint` checkpoints are
-    written, the settings in `set` replace the run's (those of the stages before it included).
-    In the config, `stages` maps each stage's name to these two keys (a plain mapping, so that a
-    command line can add one: +stages.NAME={from_checkpoint:N,set:{...}}); `stages_in_order`
-    reads them."""
+    written (and with `when_flat`, once the in-loop rating has then stopped rising), the settings
+    in `set` replace the run's (those of the stages before it included). In the config, `stages`
+    maps each stage's name to these keys (a plain mapping, so that a command line can add one:
+    +stages.NAME={from_checkpoint:N,set:{...}}); `stages_in_order` reads them."""
 
     from_checkpoint: int
     # settings as in the config, nested ({search: {num_simulations: 64}}) or dotted
     # ({search.num_simulations: 64}); the keys a stage may set are STAGE_KEYS
     set: Dict[str, Any]
+    # > 0: from from_checkpoint on, the stage waits until the last `when_flat` in-loop ratings are
+    # none above the best one before them by more than its own 95% margin (train/stages.rating_flat)
+    when_flat: int = 0
 
 
 @dataclass
@@ -476,15 +479,20 @@ def stages_in_order(cfg: Config) -> List[tuple[str, StageConfig]]:
         key = f"stages.{name}"
         _check(bool(_STAGE_NAME.match(str(name))), key, "a stage's name: letters, digits, '_' and '-'", name)
         _check(isinstance(spec, dict), key, "a stage is {from_checkpoint: N, set: {KEY: VALUE, ...}}", spec)
-        for unknown in set(spec) - {"from_checkpoint", "set"}:
-            _check(False, f"{key}.{unknown}", "a stage has from_checkpoint and set only", spec[unknown])
+        for unknown in set(spec) - {"from_checkpoint", "set", "when_flat"}:
+            _check(False, f"{key}.{unknown}", "a stage has from_checkpoint, set and when_flat only", spec[unknown])
         start = spec.get("from_checkpoint")
         _check(isinstance(start, int) and not isinstance(start, bool) and start >= 1, f"{key}.from_checkpoint",
                "a number of checkpoints >= 1 (the settings in force from the start are the run's own)", start)
         settings = spec.get("set")
         _check(isinstance(settings, dict) and bool(settings), f"{key}.set",
                "a stage sets at least one setting: {KEY: VALUE, ...}", settings)
-        out.append((str(name), StageConfig(start, dict(settings))))
+        flat = spec.get("when_flat", 0)
+        _check(isinstance(flat, int) and not isinstance(flat, bool) and flat >= 0, f"{key}.when_flat",
+               "a number of in-loop evaluations >= 1 (0 = off)", flat)
+        _check(flat == 0 or cfg.eval.every > 0, f"{key}.when_flat",
+               "needs the in-loop rating: eval.every > 0", flat)
+        out.append((str(name), StageConfig(start, dict(settings), flat)))
     return sorted(out, key=lambda item: item[1].from_checkpoint)
 
 

@@ -196,3 +196,65 @@ def test_the_evaluation_after_a_stage_grew_the_network_plays_the_smaller_previou
     bigger = replace(cfg, model=ModelConfig(2, 24, cfg.model.value_hidden))
     result = rate_checkpoint(grown, bigger, torch.device("cpu"), paths, When(2, 8, 9, 2.0), say=lambda s: None)
     assert len(result.matches["previous"].games) == 2
+
+
+def rated(*points):
+    """ratings.json's records: (checkpoint, rating, margin) each."""
+    return [{"checkpoint": c, "rating": r, "rating_margin": m} for c, r, m in points]
+
+
+def test_the_rating_has_stopped_rising_when_the_last_k_are_within_their_margins_of_the_best_before():
+    from azshogi.train.stages import rating_flat
+
+    rising = rated((5, 800, 60), (10, 900, 60), (15, 1000, 60))
+    assert rating_flat(rising, 0, 1) is None  # 1,000 is 100 above 900, more than its margin
+    assert rating_flat(rising, 0, 2) is None
+    flat = rated((5, 800, 60), (10, 1000, 60), (15, 1050, 60), (20, 990, 60))
+    assert rating_flat(flat, 0, 2) == ("the rating has stopped rising (checkpoints 15, 20: 1050 ± 60, 990 ± 60, "
+                                       "none above checkpoint 10's 1000 by more than its margin)")
+    assert rating_flat(flat, 0, 3) is None  # 1,000 is more than 60 above 800
+    assert rating_flat(flat, 5, 3) is None  # after checkpoint 5: three ratings, too few for k = 3
+    assert rating_flat(flat, 10, 1) == rating_flat(flat, 0, 1)  # 990 is below 1,050
+    unbounded = rated((5, 800, 60), (10, 810, None))  # all wins or all losses: no margin, no verdict
+    assert rating_flat(unbounded, 0, 1) is None
+
+
+def test_a_when_flat_stage_begins_after_the_evaluation_that_finds_the_rating_flat(tiny_config, tmp_path, monkeypatch,
+                                                                                  tiny_run):
+    """tiny_run (at checkpoint 1) resumed with an evaluation at each checkpoint, whose ratings are
+    500, 480, 490 (± 50), and a stage with when_flat: 1 from checkpoint 1 on: the rating of
+    checkpoint 2 is not above 500 by more than its margin, so the stage begins at checkpoint 3
+    (the counters say so), and a run resumed there has it in force."""
+    import json
+
+    import azshogi.play.gauntlet as gauntlet
+    from azshogi.train.loop import Loop, train
+
+    def fake_rating(model, cfg, device, paths, when, *args, **kwargs):
+        history = gauntlet.rating_history(paths)
+        history.append({"checkpoint": when.checkpoint, "rating": {1: 500, 2: 480, 3: 490}[when.checkpoint],
+                        "rating_margin": 50})
+        paths.eval_ratings.parent.mkdir(parents=True, exist_ok=True)
+        paths.eval_ratings.write_text(json.dumps(history))
+
+    monkeypatch.setattr(gauntlet, "rate_checkpoint", fake_rating)
+    overrides = ("eval.every=1", "loop.max_checkpoints=3",
+                 "+stages.wide={from_checkpoint:1,when_flat:1,set:{search:{num_simulations:6}}}")
+    counters = train(tiny_config(*overrides), show_progress=False)
+    assert counters.flat_starts == {"wide": 3}
+    said = (tmp_path / "logs" / "t" / "azshogi.log").read_text()
+    assert ("checkpoint 2: the rating has stopped rising (checkpoints 2: 480 ± 50, none above checkpoint 1's 500 "
+            "by more than its margin): stage wide begins at checkpoint 3") in said
+    assert "checkpoint 3: stage 1 of 1, wide (when_flat 1): search.num_simulations 4 -> 6" in said
+    state = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00003.pt")
+    assert state["counters"]["flat_starts"] == {"wide": 3}
+    loop = Loop(tiny_config(*overrides), show_progress=False)
+    loop.restore()
+    assert loop.cfg.search.num_simulations == 6 and loop.run_state.cfg.search.num_simulations == 4
+    loop.selfplay.close()
+
+
+def test_a_when_flat_stage_needs_the_in_loop_rating():
+    with pytest.raises(ConfigError, match=r"stages\.g\.when_flat=2: needs the in-loop rating"):
+        to_config(compose_config(TINY + ["eval.every=0",
+                                         "+stages.g={from_checkpoint:1,when_flat:2,set:{train.lr:0.1}}"]))

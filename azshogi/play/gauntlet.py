@@ -125,7 +125,7 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     openings = f"random:{ec.opening_plies}"
     settings = engine_settings(cfg)
     current = Engine(evaluator or _evaluator(model, cfg, device), cfg, settings, ec.games, f"ckpt{when.checkpoint}")
-    history = _history(paths)
+    history = rating_history(paths)
     history = [h for h in history if h["checkpoint"] < when.checkpoint]  # a resumed run redoes later ones
 
     def keep_record(label: str, opponent: Player, game: MatchGame) -> None:
@@ -178,7 +178,8 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     return result
 
 
-def _history(paths: RunPaths) -> list:
+def rating_history(paths: RunPaths) -> list:
+    """The run's in-loop evaluations so far (ratings.json), oldest first."""
     if not paths.eval_ratings.exists():
         return []
     try:

@@ -47,7 +47,7 @@ from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.run_state import RunCounters, RunState
-from azshogi.train.stages import config_at, entered, play_config, stage_at
+from azshogi.train.stages import config_at, entered, flat_stage_due, play_config, stage_at
 from azshogi.train.trainer import Trainer
 
 
@@ -153,7 +153,9 @@ class Loop:
         parts = ckpt.split(state, path)
         # The stage in force at that checkpoint, with a network of its shape for the saved weights;
         # the driver's processes have not started yet.
-        rebuilt = self.enter_stage(int(parts.run["counters"]["checkpoints"]), parts.selfplay, resumed=True)
+        counters = parts.run["counters"]
+        rebuilt = self.enter_stage(int(counters["checkpoints"]), parts.selfplay, resumed=True,
+                                   flat=counters.get("flat_starts", {}))
         self.run_state.load_state_dict(parts.run, path)  # it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
         self.restored_games = in_progress.num_games(parts.selfplay)
@@ -264,7 +266,7 @@ class Loop:
                     f"for checkpoint {c.checkpoints + 1} made" if c.positions_since_checkpoint and not c.in_training
                     else "")
             where += f" ({self.restored_games:,} games in progress restored{made})" if self.restored_games else ""
-        stage = stage_at(cfg, c.checkpoints)
+        stage = stage_at(cfg, c.checkpoints, c.flat_starts)
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
                          f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}"
                          + (f", stage {stage} of {len(cfg.stages)}" if stage else ""))
@@ -327,14 +329,17 @@ class Loop:
         considered = f", {s.max_num_considered_actions} considered" if s.kind == SearchKind.gumbel else ""
         return f"{s.kind.value} {s.num_simulations} simulations{considered}"
 
-    def enter_stage(self, checkpoints: int, games: Optional[dict] = None, resumed: bool = False) -> bool:
+    def enter_stage(self, checkpoints: int, games: Optional[dict] = None, resumed: bool = False,
+                    flat: Optional[dict] = None) -> bool:
         """Moves to the settings in force once `checkpoints` checkpoints are written
         (train/stages.py), at a checkpoint: the trainer's (the learning rate, a new optimizer for a
         new network), the replay window's size, the network (grown function-preserving, or with
         `resumed` one of the stage's shape for a checkpoint's weights) with its evaluator, and
         self-play's driver, rebuilt to take over the games in progress (`games`, or the paused
-        driver's; the new driver's pending ones after). Returns whether the driver was rebuilt."""
-        new, old = config_at(self.base, checkpoints), self.cfg
+        driver's; the new driver's pending ones after). `flat`: the when_flat stages begun (the
+        counters'). Returns whether the driver was rebuilt."""
+        flat = self.counters.flat_starts if flat is None else flat
+        new, old = config_at(self.base, checkpoints, flat), self.cfg
         if new == old:
             return False
         model = None
@@ -346,7 +351,7 @@ class Loop:
 
                 generator = torch.Generator().manual_seed(self.base.seed * 1_000_003 + checkpoints)
                 model = grow(self.run_state.model, new.model.blocks, new.model.channels, generator=generator)
-        self.run_state.use(play_config(self.base, checkpoints), model)
+        self.run_state.use(play_config(self.base, checkpoints, flat), model)
         if model is not None:
             self.evaluator = make_evaluator(self.model, self.device, new.inference, server_batch(new))
         if new.replay.capacity != old.replay.capacity:
@@ -358,8 +363,8 @@ class Loop:
         if games is None:
             games = self.selfplay.state_dict()
         self.selfplay.close()
-        self.selfplay, _ = selfplay_driver(config_at(self.given, checkpoints), new, self.run_state, self.evaluator,
-                                           stand_in=None)
+        given = config_at(self.given, checkpoints, flat)
+        self.selfplay, _ = selfplay_driver(given, new, self.run_state, self.evaluator, stand_in=None)
         self.selfplay.load_state_dict(games)
         return True
 
@@ -414,7 +419,7 @@ class Loop:
         c.in_training = False
         c.phase_steps = 0
         c.positions_since_checkpoint = 0
-        stage = entered(self.base, c.checkpoints)
+        stage = entered(self.base, c.checkpoints, c.flat_starts)
         shape = self.cfg.model
         games = None
         if stage:  # the paused driver's games, before a stage's driver takes them over
@@ -425,7 +430,7 @@ class Loop:
         times = self.clock.lap()  # the wall time since the previous checkpoint line
         c.wall_seconds += times.wall
         self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse,
-                                times, stage_at(self.base, c.checkpoints))
+                                times, stage_at(self.base, c.checkpoints, c.flat_starts))
         rate = sp.moves / sp.seconds if sp.seconds else float("nan")
         g = max(1, sp.games)
         cheap = f" ({sp.play.cheap_moves / sp.moves:.0%} cheap)" if sp.play.cheap_moves else ""
@@ -461,11 +466,25 @@ class Loop:
                                 self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
                                 evaluator=self.evaluator)
             c.evaluated = c.checkpoints
+            self.begin_flat_stage()
         except EvaluationInterrupted:
             self.monitor.say(f"evaluation of checkpoint {c.checkpoints} interrupted: it runs again when the run "
                              f"resumes")
         finally:
             self.matches_running = False
+
+    def begin_flat_stage(self) -> None:
+        """After an evaluation: a when_flat stage whose rating test now holds begins at the next
+        checkpoint (recorded in the counters, so a resume keeps it)."""
+        from azshogi.play.gauntlet import rating_history
+
+        c = self.counters
+        due = flat_stage_due(self.base, c.checkpoints, c.flat_starts, rating_history(self.paths))
+        if due:
+            name, why = due
+            c.flat_starts[name] = c.checkpoints + 1
+            self.monitor.say(f"checkpoint {c.checkpoints}: {why}: stage {name} begins at checkpoint "
+                             f"{c.checkpoints + 1}")
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -43,6 +43,8 @@ class RunCounters:
     phase_steps: int = 0  # steps done in the training phase in progress
     evaluated: int = 0  # the last checkpoint whose evaluation finished
     wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint line, all sessions
+    # the when_flat stages begun (train/stages.py): name -> the checkpoint it began at
+    flat_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def sample_reuse(self) -> float:
