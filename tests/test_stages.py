@@ -258,3 +258,16 @@ def test_a_when_flat_stage_needs_the_in_loop_rating():
     with pytest.raises(ConfigError, match=r"stages\.g\.when_flat=2: needs the in-loop rating"):
         to_config(compose_config(TINY + ["eval.every=0",
                                          "+stages.g={from_checkpoint:1,when_flat:2,set:{train.lr:0.1}}"]))
+
+
+def test_a_stage_sets_weight_decay_and_momentum_in_the_optimizer_it_keeps(tiny_net):
+    from azshogi.config import TrainConfig
+    from azshogi.train.trainer import Trainer
+
+    trainer = Trainer(tiny_net, TrainConfig(momentum=0.9, weight_decay=1e-4), torch.device("cpu"))
+    optimizer = trainer.optimizer
+    trainer.configure(TrainConfig(momentum=0.0, weight_decay=1e-3, lr=0.5))
+    assert trainer.optimizer is optimizer
+    assert [(g["weight_decay"], g["momentum"], g["nesterov"]) for g in optimizer.param_groups] == [
+        (1e-3, 0.0, False), (0.0, 0.0, False)]  # the second group, biases and norms, never decays
+    assert learning_rate(10_000, trainer.cfg) == 0.5

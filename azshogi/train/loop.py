@@ -6,8 +6,10 @@
        `selfplay.num_workers` worker processes served by this process's one model (workers.py).
     2. Pause: games in progress are kept, boards and pending targets included (in the workers).
     3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
-    4. Checkpoint: everything needed to continue exactly, written atomically (the replay window
-       as a reference into the run's replay store, to which only the phase's new positions are
+    4. Checkpoint: where a stage of the run's schedule begins (train/stages.py), its settings
+       first (`enter_stage`: the network grown, the replay window resized, self-play rebuilt);
+       then everything needed to continue exactly, written atomically (the replay window as a
+       reference into the run's replay store, to which only the phase's new positions are
        appended); TensorBoard points; every `eval.every` checkpoints, the evaluation matches.
     5. Resume self-play with the updated weights, until `max_checkpoints` or Ctrl-C / SIGTERM
        (which ends with a checkpoint of the phase in progress; an evaluation it interrupts runs
@@ -425,7 +427,7 @@ class Loop:
         if stage:  # the paused driver's games, before a stage's driver takes them over
             with self.clock.phase("pause"):
                 games = self.selfplay.state_dict()
-        self.enter_stage(c.checkpoints, games)
+            self.enter_stage(c.checkpoints, games)
         path = self.save(partial=False, games=games)
         times = self.clock.lap()  # the wall time since the previous checkpoint line
         c.wall_seconds += times.wall
