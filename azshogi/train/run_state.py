@@ -132,8 +132,8 @@ class RunState:
             raise ConfigError(
                 f"{path} holds a network with model.blocks={saved.model.blocks}, model.channels="
                 f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
-                f"for {now.model.blocks}, {now.model.channels}, {now.model.value_hidden}: "
-                f"use the run's model settings or start a new run name")
+                f"for {now.model.blocks}, {now.model.channels}, {now.model.value_hidden} (its stages included): "
+                f"use the run's model settings and stages, or start a new run name")
         if saved.train.optimizer != now.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
             raise ConfigError(
                 f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
