@@ -131,13 +131,6 @@ class SelfPlayConfig:
     # as no training position; the other moves get the full search and are recorded. 0 = off.
     cheap_search_prob: float = 0.0
     cheap_simulations: int = 4
-    # A deeper self-play search once the network has learnt the basics: from this checkpoint on,
-    # `deeper_simulations` among `deeper_considered` root candidates (Gumbel; PUCT uses the
-    # simulations only). 0 = never. docs/strength.md: a 3x32 run levelled off with 32 simulations
-    # looking at every candidate once (a one-ply teacher); 64 among 16 lifted it.
-    deeper_from_checkpoint: int = 0
-    deeper_simulations: int = 64
-    deeper_considered: int = 16
     # Resignation (AlphaZero): a side whose full searches' root win rate stays below
     # `resign_threshold` for `resign_moves` consecutive own moves resigns, except in a share
     # `resign_playout_share` of games (drawn from each game's own stream), played out to count
@@ -273,6 +266,23 @@ class PretrainConfig:
     test_positions: int = 10_000  # test positions evaluated (a fixed random subset)
 
 
+@dataclass(frozen=True)
+class StageConfig:
+    """One stage of a run's schedule (train/stages.py): once `from_checkpoint` checkpoints are
+    written (and with `when_flat`, once the in-loop rating has then stopped rising), the settings
+    in `set` replace the run's (those of the stages before it included). In the config, `stages`
+    maps each stage's name to these keys (a plain mapping, so that a command line can add one:
+    +stages.NAME={from_checkpoint:N,set:{...}}); `stages_in_order` reads them."""
+
+    from_checkpoint: int
+    # settings as in the config, nested ({search: {num_simulations: 64}}) or dotted
+    # ({search.num_simulations: 64}); the keys a stage may set are STAGE_KEYS
+    set: Dict[str, Any]
+    # > 0: from from_checkpoint on, the stage waits until the last `when_flat` in-loop ratings are
+    # none above the best one before them by more than its own 95% margin (train/stages.rating_flat)
+    when_flat: int = 0
+
+
 @dataclass
 class Config:
     run: str = "default"  # run name: checkpoints/<run>/ and logs/<run>/; an existing run resumes
@@ -293,6 +303,8 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    # the run's schedule: named stages, each from a checkpoint on (train/stages.py, docs/settings.md)
+    stages: Dict[str, Any] = field(default_factory=dict)  # name -> {from_checkpoint: N, set: {...}}
 
 
 def register_configs() -> None:
@@ -354,14 +366,6 @@ def validate(cfg: Config) -> Config:
     _check(sp.cheap_search_prob == 0 or sp.cheap_simulations < s.num_simulations, "selfplay.cheap_simulations",
            f"must be below search.num_simulations={s.num_simulations} (the cheap search is the smaller one)",
            sp.cheap_simulations)
-    _check(sp.deeper_from_checkpoint >= 0, "selfplay.deeper_from_checkpoint", "must be >= 0 (0 = never)",
-           sp.deeper_from_checkpoint)
-    _check(sp.deeper_simulations >= 1, "selfplay.deeper_simulations", "must be >= 1", sp.deeper_simulations)
-    _check(2 <= sp.deeper_considered <= 593, "selfplay.deeper_considered", "must be in [2, 593] (the legal-move range)",
-           sp.deeper_considered)
-    _check(sp.cheap_search_prob == 0 or sp.deeper_from_checkpoint == 0 or sp.cheap_simulations < sp.deeper_simulations,
-           "selfplay.cheap_simulations", f"must be below selfplay.deeper_simulations={sp.deeper_simulations}",
-           sp.cheap_simulations)
     _check(0 <= sp.resign_threshold < 1, "selfplay.resign_threshold", "must be a win rate in [0, 1) (0 = off)",
            sp.resign_threshold)
     _check(sp.resign_moves >= 1, "selfplay.resign_moves", "must be >= 1", sp.resign_moves)
@@ -392,6 +396,7 @@ def validate(cfg: Config) -> Config:
     _check(lp.selfplay_games_saved >= 0, "loop.selfplay_games_saved", "must be >= 0", lp.selfplay_games_saved)
     _validate_eval(cfg.eval)
     _validate_cluster(cfg.cluster)
+    _validate_stages(cfg)
     b = cfg.bench
     _check(b.seconds > 0, "bench.seconds", "must be > 0", b.seconds)
     _check(b.warmup_seconds >= 0, "bench.warmup_seconds", "must be >= 0", b.warmup_seconds)
@@ -454,6 +459,103 @@ def _validate_eval(ev: EvalConfig) -> None:
     _check(ev.ladder >= 0, "eval.ladder", "must be >= 0 (0 = off)", ev.ladder)
     _check(ev.records_saved >= 0, "eval.records_saved", "must be >= 0", ev.records_saved)
     _check(bool(ev.usi_go.strip()), "eval.usi_go", "must not be empty (e.g. 'byoyomi 100')", ev.usi_go)
+
+
+# The settings a stage may set: what the loop changes at a checkpoint without starting over
+# (train/loop.py). The network grows (never shrinks), self-play's search and playout caps, the
+# phases' sizes, the replay window, the learning rate and what training weighs; not what a
+# checkpoint must agree on (train.optimizer, model.value_hidden), nor the machine's settings.
+STAGE_KEYS = (("model.blocks", "model.channels")
+              + tuple(f"search.{f.name}" for f in fields(SearchConfig) if f.name != "kind")
+              + ("selfplay.cheap_search_prob", "selfplay.cheap_simulations",
+                 "loop.positions_per_checkpoint", "loop.steps_per_checkpoint", "replay.capacity")
+              + tuple(f"train.{name}" for name in ("lr", "lr_schedule", "decay_steps", "min_lr_ratio", "batch_size",
+                                                    "weight_decay", "momentum", "grad_clip", "value_loss_weight",
+                                                    "value_target_root_weight", "mirror")))
+_STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def stage_settings(stage: StageConfig) -> Dict[str, Any]:
+    """A stage's settings as dotted keys ({"search.num_simulations": 64}), nested or dotted alike."""
+    out: Dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, sub in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), sub)
+        else:
+            out[prefix] = value
+
+    walk("", dict(stage.set))
+    return out
+
+
+def stages_in_order(cfg: Config) -> List[tuple[str, StageConfig]]:
+    """The run's stages as they begin: by from_checkpoint, in the config's order where equal.
+    Raises ConfigError naming the key of a stage that is not {from_checkpoint: N, set: {...}}."""
+    out = []
+    for name, spec in cfg.stages.items():
+        key = f"stages.{name}"
+        _check(bool(_STAGE_NAME.match(str(name))), key, "a stage's name: letters, digits, '_' and '-'", name)
+        _check(isinstance(spec, dict), key, "a stage is {from_checkpoint: N, set: {KEY: VALUE, ...}}", spec)
+        for unknown in set(spec) - {"from_checkpoint", "set", "when_flat"}:
+            _check(False, f"{key}.{unknown}", "a stage has from_checkpoint, set and when_flat only", spec[unknown])
+        start = spec.get("from_checkpoint")
+        _check(isinstance(start, int) and not isinstance(start, bool) and start >= 1, f"{key}.from_checkpoint",
+               "a number of checkpoints >= 1 (the settings in force from the start are the run's own)", start)
+        settings = spec.get("set")
+        _check(isinstance(settings, dict) and bool(settings), f"{key}.set",
+               "a stage sets at least one setting: {KEY: VALUE, ...}", settings)
+        flat = spec.get("when_flat", 0)
+        _check(isinstance(flat, int) and not isinstance(flat, bool) and flat >= 0, f"{key}.when_flat",
+               "a number of in-loop evaluations >= 1 (0 = off)", flat)
+        _check(flat == 0 or cfg.eval.every > 0, f"{key}.when_flat",
+               "needs the in-loop rating: eval.every > 0", flat)
+        out.append((str(name), StageConfig(start, dict(settings), flat)))
+    return sorted(out, key=lambda item: item[1].from_checkpoint)
+
+
+def with_stage(cfg: Config, name: str, stage: StageConfig) -> Config:
+    """`cfg` with the stage's settings in place of its own (not validated as a whole: `validate`
+    does that for every stage in turn). Raises ConfigError naming stages.NAME.set.KEY for a key
+    a stage may not set or a value of the wrong type."""
+    where = f"stages.{name}.set"
+    sections: Dict[str, Dict[str, Any]] = {}
+    for key, value in stage_settings(stage).items():
+        _check(key in STAGE_KEYS, f"{where}.{key}",
+               "a stage may set only " + ", ".join(k for k in STAGE_KEYS if not k.startswith("search."))
+               + " and search.* but search.kind", value)
+        section, setting = key.split(".")
+        sections.setdefault(section, {})[setting] = value
+    for section, values in sections.items():
+        try:
+            node = OmegaConf.merge(OmegaConf.structured(getattr(cfg, section)), values)
+        except Exception as e:  # omegaconf's ValidationError: a value of the wrong type
+            bad = next((k for k in values if k in str(e)), next(iter(values)))
+            raise ConfigError(f"{where}.{section}.{bad}={values[bad]!r}: "
+                              f"{str(e).splitlines()[0]}") from None
+        updated: Any = OmegaConf.to_object(node)
+        cfg = replace(cfg, **{section: updated})
+    return cfg
+
+
+def _validate_stages(cfg: Config) -> None:
+    """Each stage: a name, a checkpoint, settings a stage may set, and the settings in force from
+    it on valid as a whole (the network never smaller than before it)."""
+    now = replace(cfg, stages={})
+    for name, stage in stages_in_order(cfg):
+        key = f"stages.{name}"
+        before, now = now, with_stage(now, name, stage)
+        for dim in ("blocks", "channels"):
+            _check(getattr(now.model, dim) >= getattr(before.model, dim), f"{key}.set.model.{dim}",
+                   f"the network grows, never shrinks: must be >= {getattr(before.model, dim)} (before this stage)",
+                   getattr(now.model, dim))
+        try:
+            validate(now)
+        except ConfigError as e:
+            bad = str(e).split("=")[0]
+            raise ConfigError(f"{key}.set.{e}" if bad in stage_settings(stage)
+                              else f"{key} (from checkpoint {stage.from_checkpoint}): {e}") from None
 
 
 def _check_data_files(paths: List[str], key: str) -> None:

@@ -196,7 +196,7 @@ class RecordingLoop(Loop):
         if stop_after_steps:
             self.run_state.trainer = _StopAfterSteps(self.run_state.trainer, self, stop_after_steps)
 
-    def save(self, partial: bool) -> Path:
-        path = super().save(partial)
+    def save(self, partial: bool, games: Optional[dict] = None) -> Path:
+        path = super().save(partial, games)
         self.written[path.name] = loop_state(self)
         return path

@@ -345,7 +345,7 @@ AUTO_SEED = tuple(("l11", f"ckpt-{n:05d}.pt") for n in (42, 60, 80, 100, 120, 14
 IN_FLIGHT = (("s1", 2, 42), ("s2", 1, 41))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
-CONSTANT_LR = "train.lr_schedule=constant"  # the cpu preset's learning rate until 2026-11-26
+CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
@@ -355,7 +355,7 @@ def _to_141(seed: int, run: str, settings: str) -> str:
             f"loop.keep_checkpoints=100 {settings}")
 
 
-DROP = "train.lr_schedule=step train.decay_steps={} train.min_lr_ratio=0.1"  # a tenth of the rate after N steps
+DROP = "stages.lr_drop.from_checkpoint={}"  # a tenth of the rate after N checkpoints
 
 COMMANDS: dict[str, Run | Check | Skip] = {
     # README.md
@@ -599,7 +599,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
        for run, name in MIRROR_RUNS},
     "azshogi +experiment=cpu train.mirror=true seed=1 run=m1 loop.max_checkpoints=164 eval.every=10 "
-    f"'eval.anchors=[greedy]' eval.ladder=2 selfplay.deeper_from_checkpoint=0 {CONSTANT_LR}":
+    "'eval.anchors=[greedy]' eval.ladder=2 '~stages'":
         Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
     **dict([_ladder_match(*TWO_HOURS, "sf-4,sf0")]),
     "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
@@ -618,7 +618,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
         Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
-    "selfplay.deeper_from_checkpoint=0": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
+    "'~stages'": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
     **dict(_ladder_match(run, name, DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]) for run, name in (TWO_HOURS, *DEEPER)),
     _to_141(3, "d3", CONSTANT_LR): Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
@@ -632,16 +632,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for source, run, start in (("d3", "l1", 100), ("d3", "l2", 80), ("l3", "l4", 100), ("l3", "l5", 100),
                                  ("d3", "l6", 100), ("d3", "l7", 100), ("l1", "l8", 120),
                                  ("d3", "l9", 120), ("l3", "l10", 100))},
-    **{_to_141(seed, run, DROP.format(steps)):
-       Check(f"trains on from {source}'s checkpoint {start} to 141, a tenth of the learning rate from step "
-             f"{steps + 50} (20-60 minutes)")
-       for seed, source, run, start, steps in ((3, "d3", "l1", 100, 9950), (3, "d3", "l2", 80, 7950),
-                                               (3, "d3", "l9", 120, 11950), (2, "l3", "l10", 100, 11950))},
-    _to_141(3, "l7", "train.min_lr_ratio=0.3"):
+    **{_to_141(seed, run, DROP.format(drop)):
+       Check(f"trains on from {source}'s checkpoint {start} to 141, a tenth of the learning rate from checkpoint "
+             f"{drop} (20-60 minutes)")
+       for seed, source, run, start, drop in ((3, "d3", "l1", 100, 100), (3, "d3", "l2", 80, 80),
+                                              (3, "d3", "l9", 120, 120), (2, "l3", "l10", 100, 120))},
+    _to_141(3, "l7", "stages.lr_drop.set.train.lr=0.0003"):
         Check("trains on from d3's checkpoint 100 to 141 with 0.3 of the learning rate (40 minutes)"),
-    _to_141(3, "l8", "train.lr_schedule=step train.decay_steps=5975 train.min_lr_ratio=0.01"):
+    _to_141(3, "l8", "'+stages.second_tenth={from_checkpoint:120,set:{train:{lr:0.00001}}}'"):
         Check("trains on from l1's checkpoint 120 to 141 with a hundredth of the learning rate (20 minutes)"),
-    _to_141(2, "l3", DROP.format(9950)):
+    _to_141(2, "l3", DROP.format(100)):
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     **{_to_141(seed, run, f"loop.steps_per_checkpoint=200{bf16}"):
        Check(f"trains on from {source}'s checkpoint 100 to 141 with 200 steps a checkpoint (40-50 minutes)")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from conftest import docs_tool, replay_window
 
@@ -25,7 +26,8 @@ class SureOfTheSideToMove(torch.nn.Module):
         return torch.zeros(n, 2187), torch.full((n, 1), 30.0)
 
 
-def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config, tmp_path, tiny_run):
+def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config, tmp_path, tiny_run, capsys,
+                                                                   monkeypatch):
     train(tiny_config("loop.max_checkpoints=2"), show_progress=False)  # tiny_run goes on to checkpoint 2
     run = tmp_path / "checkpoints" / "t"
     last = run / "ckpt-00002.pt"
@@ -51,3 +53,14 @@ def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config,
     assert re.search(rf"^positions: {total} from the newest 2 segment", done.stdout, re.M), done.stdout
     figures = re.findall(r"value loss ([\d.]+), vs result ([\d.]+), policy ([\d.]+)$", done.stdout, re.M)
     assert len(figures) == 2 and all(0 < float(x) < 20 for row in figures for x in row), done.stdout
+
+    # growth_check.py (nn/growth.py's diagnostic) on the same run: trained on checkpoint 1's
+    # window, scored on checkpoint 2's newest segment; the grown net starts at the old one's loss
+    monkeypatch.syspath_prepend(str(TOOL.parent))
+    growth = docs_tool("docs/tools/growth_check.py")
+    assert growth.main([str(run / "ckpt-00001.pt"), "--positions", str(last), "--blocks", "2", "--channels", "24",
+                        "--steps", "2", "--every", "1"]) == 0
+    rows = re.findall(r"^\s*(\d+)((?:\s+[\d.]+ / [\d.]+){3})$", capsys.readouterr().out, re.M)
+    assert [int(step) for step, _ in rows] == [0, 1, 2]
+    start = [float(x) for x in re.findall(r"[\d.]+", rows[0][1])]  # old, grown, fresh: value / policy each
+    assert start[2:4] == pytest.approx(start[0:2], abs=2e-3) and start[4:6] != pytest.approx(start[0:2], abs=2e-3)

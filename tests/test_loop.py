@@ -308,13 +308,13 @@ def evals_per_move(log_dir: Path) -> list[float]:
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_path, workers):
-    """selfplay.deeper_from_checkpoint=2: from the third phase on, self-play evaluates about 12
+    """A stage from checkpoint 2 (12 simulations): from the third phase on, self-play evaluates about 12
     positions a move where the first two evaluated about 5 (the TINY search's 4 simulations and
     the root); the game numbering goes on through the change; a resumed run searches deeper from
     its start. (With worker processes a phase's moves and evaluations are counted at slightly
     different moments, so a phase of a single step can read low: there, the largest must be deep,
     and the shallow phases are bounded from above only.)"""
-    deeper = ("selfplay.deeper_from_checkpoint=2", "selfplay.deeper_simulations=12", "selfplay.deeper_considered=4",
+    deeper = ("+stages.deeper={from_checkpoint:2,set:{search:{num_simulations:12,max_num_considered_actions:4}}}",
               f"selfplay.num_workers={workers}", "eval.every=0")  # no matches at checkpoint 5
     train(tiny_config(*deeper, "loop.max_checkpoints=4"), show_progress=False)
     logs, checkpoints = tmp_path / "logs" / "t", tmp_path / "checkpoints" / "t"
@@ -322,7 +322,7 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     assert max(per_move[:2]) <= 6 and (workers or min(per_move[:2]) >= 4), per_move
     assert (min(per_move[2:]) if workers == 0 else max(per_move[2:])) >= 9, per_move
     said = (logs / "azshogi.log").read_text()
-    assert "checkpoint 2: self-play now searches gumbel 12 simulations, 4 considered" in said
+    assert "checkpoint 2: stage 1 of 1, deeper (from_checkpoint 2): search.num_simulations 4 -> 12" in said
     first = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00001.pt"))}
     last = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00004.pt"))}
     assert len(last) == 6 and min(last) > max(first)  # numbered on, not from 0 again
@@ -330,13 +330,3 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     resumed = evals_per_move(logs)[4:]
     assert (min(resumed) if workers == 0 else max(resumed)) >= 9, resumed
     assert "gumbel 12 simulations, 4 considered" in (logs / "azshogi.log").read_text().split("resumed from")[1]
-
-
-@pytest.mark.parametrize("override,key", [("selfplay.deeper_from_checkpoint=-1", "selfplay.deeper_from_checkpoint"),
-                                          ("selfplay.deeper_simulations=0", "selfplay.deeper_simulations"),
-                                          ("selfplay.deeper_considered=1", "selfplay.deeper_considered")])
-def test_a_bad_deeper_search_names_its_key(tiny_config, override, key):
-    from azshogi.config import ConfigError
-
-    with pytest.raises(ConfigError, match=key):
-        tiny_config(override)

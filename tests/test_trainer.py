@@ -4,9 +4,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import compose_config
 
-from azshogi.config import LrSchedule, TrainConfig, to_config
+from azshogi.config import LrSchedule, TrainConfig
 from azshogi.nn.host_sync import HostSyncCounter
 from azshogi.train.replay import Batch
 from azshogi.train.trainer import Trainer, TrainingDiverged, learning_rate
@@ -46,15 +45,6 @@ def test_learning_rate_is_a_function_of_the_step():
     assert learning_rate(110, cfg) == pytest.approx(0.0, abs=1e-12)
     step = TrainConfig(lr=0.1, warmup_steps=0, lr_schedule=LrSchedule.step, decay_steps=50, min_lr_ratio=0.001)
     assert [learning_rate(s, step) for s in (0, 49, 50, 120)] == pytest.approx([0.1, 0.1, 0.01, 0.001])
-
-
-def test_the_cpu_preset_drops_its_learning_rate_to_a_tenth_from_checkpoint_101():
-    cfg = to_config(compose_config(["+experiment=cpu"]))
-    steps = cfg.loop.steps_per_checkpoint
-    first_of_101 = 100 * steps
-    assert learning_rate(first_of_101 - 1, cfg.train) == pytest.approx(cfg.train.lr)
-    assert learning_rate(first_of_101, cfg.train) == pytest.approx(cfg.train.lr / 10)
-    assert learning_rate(1_000_000, cfg.train) == pytest.approx(cfg.train.lr / 10)  # and stays there
 
 
 def test_non_finite_steps_are_skipped_then_stop_the_run(tiny_net):

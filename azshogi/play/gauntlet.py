@@ -38,7 +38,7 @@ from typing import Callable, Optional
 
 import torch
 
-from azshogi.config import Config, ConfigError, to_plain
+from azshogi.config import Config, ConfigError, from_plain, to_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.files import write_atomically
 from azshogi.formats.paths import RunPaths
@@ -125,7 +125,7 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     openings = f"random:{ec.opening_plies}"
     settings = engine_settings(cfg)
     current = Engine(evaluator or _evaluator(model, cfg, device), cfg, settings, ec.games, f"ckpt{when.checkpoint}")
-    history = _history(paths)
+    history = rating_history(paths)
     history = [h for h in history if h["checkpoint"] < when.checkpoint]  # a resumed run redoes later ones
 
     def keep_record(label: str, opponent: Player, game: MatchGame) -> None:
@@ -142,7 +142,7 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
         previous_state = ckpt.load(paths.eval_previous)
 
         def previous_player() -> Player:
-            net = from_config(cfg.model)
+            net = from_config(from_plain(previous_state["config"]).model)  # a smaller one before a stage grew it
             net.load_state_dict(previous_state["model"])
             return Engine(_evaluator(net.to(device).eval(), cfg, device), cfg, settings, ec.games,
                           f"ckpt{previous_state['checkpoint']}")
@@ -178,7 +178,8 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     return result
 
 
-def _history(paths: RunPaths) -> list:
+def rating_history(paths: RunPaths) -> list:
+    """The run's in-loop evaluations so far (ratings.json), oldest first."""
     if not paths.eval_ratings.exists():
         return []
     try:

@@ -162,14 +162,3 @@ def server_batch(cfg: "Config") -> int:
     sp, batch = cfg.selfplay, selfplay_batch(cfg)
     return min(batch, sp.server_max_batch) if sp.num_workers and sp.server_max_batch else batch
 
-
-def search_at(cfg: "Config", checkpoints: int) -> "Config":
-    """The settings self-play searches with once `checkpoints` checkpoints are done: the run's,
-    or from selfplay.deeper_from_checkpoint on, its deeper search (`deeper_simulations` among
-    `deeper_considered` root candidates). The engine and the evaluation keep search.*."""
-    sp = cfg.selfplay
-    if not sp.deeper_from_checkpoint or checkpoints < sp.deeper_from_checkpoint:
-        return cfg
-    search = replace(cfg.search, num_simulations=sp.deeper_simulations,
-                     max_num_considered_actions=sp.deeper_considered)
-    return replace(cfg, search=search)

@@ -6,8 +6,10 @@
        `selfplay.num_workers` worker processes served by this process's one model (workers.py).
     2. Pause: games in progress are kept, boards and pending targets included (in the workers).
     3. Train: `steps_per_checkpoint` optimizer steps on the same nn.Module.
-    4. Checkpoint: everything needed to continue exactly, written atomically (the replay window
-       as a reference into the run's replay store, to which only the phase's new positions are
+    4. Checkpoint: where a stage of the run's schedule begins (train/stages.py), its settings
+       first (`enter_stage`: the network grown, the replay window resized, self-play rebuilt);
+       then everything needed to continue exactly, written atomically (the replay window as a
+       reference into the run's replay store, to which only the phase's new positions are
        appended); TensorBoard points; every `eval.every` checkpoints, the evaluation matches.
     5. Resume self-play with the updated weights, until `max_checkpoints` or Ctrl-C / SIGTERM
        (which ends with a checkpoint of the phase in progress; an evaluation it interrupts runs
@@ -37,8 +39,9 @@ from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
+from azshogi.nn.network import from_config
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, search_at, server_batch
+from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, server_batch
 from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.train.device_replay import DeviceReplay, on_device
@@ -46,6 +49,7 @@ from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.run_state import RunCounters, RunState
+from azshogi.train.stages import config_at, entered, flat_stage_due, play_config, stage_at
 from azshogi.train.trainer import Trainer
 
 
@@ -106,13 +110,13 @@ class Loop:
 
         check_settings(cfg)
         parts = build_components(cfg)
-        self.cfg = cfg = parts.cfg
+        self.cfg = cfg = parts.cfg  # the settings in force: the run's, or a stage's (train/stages.py)
+        self.base = parts.cfg  # the run's own, with its stages
         self.selfplay_note = parts.note
         self.paths = RunPaths.of(cfg)
         self.run_state = parts.run_state  # model, trainer, counters, random streams
         self.device, self.evaluator, self.selfplay = parts.device, parts.evaluator, parts.selfplay
         self.given = parts.given
-        self.selfplay_search = cfg.search  # what self-play searches with now (selfplay.deeper_*)
         self.replay = ReplayBuffer(cfg.replay.capacity)
         self.stored_replay = StoredReplay(self.replay, ReplayStore(self.paths.replay_store))
         self.hcpe3 = Hcpe3Writer() if cfg.selfplay.write_hcpe3 else None
@@ -149,10 +153,15 @@ class Loop:
 
     def load_state_dict(self, state: dict, path: Path) -> None:
         parts = ckpt.split(state, path)
-        self.run_state.load_state_dict(parts.run, path)  # first: it checks the network and optimizer
+        # The stage in force at that checkpoint, with a network of its shape for the saved weights;
+        # the driver's processes have not started yet.
+        counters = parts.run["counters"]
+        rebuilt = self.enter_stage(int(counters["checkpoints"]), parts.selfplay, resumed=True,
+                                   flat=counters.get("flat_starts", {}))
+        self.run_state.load_state_dict(parts.run, path)  # it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
         self.restored_games = in_progress.num_games(parts.selfplay)
-        if not self.deepen_selfplay_if_due(parts.selfplay):  # the driver's processes have not started yet
+        if not rebuilt:
             self.selfplay.load_state_dict(parts.selfplay)
 
     def restore(self) -> None:
@@ -171,12 +180,14 @@ class Loop:
         self.load_state_dict(state, path)
         self.resumed_from = path
 
-    def save(self, partial: bool) -> Path:
-        """Writes a checkpoint: the games in progress, the phase's new positions into the replay
-        store, the checkpoint file; then removes what no kept checkpoint needs."""
+    def save(self, partial: bool, games: Optional[dict] = None) -> Path:
+        """Writes a checkpoint: the games in progress (`games`, or the driver's), the phase's new
+        positions into the replay store, the checkpoint file; then removes what no kept
+        checkpoint needs."""
         self.run_state.check_finite()
-        with self.clock.phase("pause"):
-            games = self.selfplay.state_dict()
+        if games is None:
+            with self.clock.phase("pause"):
+                games = self.selfplay.state_dict()
         with self.clock.phase("checkpoint"):
             replay = self.stored_replay.checkpoint()
             path = ckpt.save(self.state_dict(replay, games), self.paths.checkpoint(self.counters.checkpoints, partial),
@@ -233,10 +244,7 @@ class Loop:
                 self.evaluator.refresh()  # self-play's weights: folded and cast once per version
                 if self.stop_requested:
                     break
-                self.finish_checkpoint(selfplay_stats, train_stats)  # 4, then 5: loop again
-                if not self.done() and self.deepen_selfplay_if_due():
-                    self.monitor.say(f"checkpoint {c.checkpoints}: self-play now searches {self.search_words()} "
-                                     f"(selfplay.deeper_from_checkpoint={self.cfg.selfplay.deeper_from_checkpoint})")
+                self.finish_checkpoint(selfplay_stats, train_stats)  # 4 (a stage entered), then 5: loop again
                 if self.evaluation_due():
                     self.rate()
             if self.stop_requested:
@@ -260,8 +268,10 @@ class Loop:
                     f"for checkpoint {c.checkpoints + 1} made" if c.positions_since_checkpoint and not c.in_training
                     else "")
             where += f" ({self.restored_games:,} games in progress restored{made})" if self.restored_games else ""
+        stage = stage_at(cfg, c.checkpoints, c.flat_starts)
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
-                         f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}")
+                         f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}"
+                         + (f", stage {stage} of {len(cfg.stages)}" if stage else ""))
         limit = cfg.loop.max_checkpoints
         if limit > 0 and c.checkpoints >= limit:  # nothing to play or train: say why, and what to do
             self.monitor.say(f"run '{cfg.run}' already reached loop.max_checkpoints={limit} "
@@ -317,24 +327,47 @@ class Loop:
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
 
     def search_words(self) -> str:
-        s = self.selfplay_search
+        s = self.cfg.search
         considered = f", {s.max_num_considered_actions} considered" if s.kind == SearchKind.gumbel else ""
         return f"{s.kind.value} {s.num_simulations} simulations{considered}"
 
-    def deepen_selfplay_if_due(self, games: Optional[dict] = None) -> bool:
-        """From selfplay.deeper_from_checkpoint on, self-play searches deeper: its driver is
-        rebuilt with those settings and takes over the games in progress (as a resume would):
-        `games`, or the paused driver's."""
-        cfg = search_at(self.cfg, self.counters.checkpoints)
-        if cfg.search == self.selfplay_search:
+    def enter_stage(self, checkpoints: int, games: Optional[dict] = None, resumed: bool = False,
+                    flat: Optional[dict] = None) -> bool:
+        """Moves to the settings in force once `checkpoints` checkpoints are written
+        (train/stages.py), at a checkpoint: the trainer's (the learning rate, a new optimizer for a
+        new network), the replay window's size, the network (grown function-preserving, or with
+        `resumed` one of the stage's shape for a checkpoint's weights) with its evaluator, and
+        self-play's driver, rebuilt to take over the games in progress (`games`, or the paused
+        driver's; the new driver's pending ones after). `flat`: the when_flat stages begun (the
+        counters'). Returns whether the driver was rebuilt."""
+        flat = self.counters.flat_starts if flat is None else flat
+        new, old = config_at(self.base, checkpoints, flat), self.cfg
+        if new == old:
+            return False
+        model = None
+        if new.model != old.model:
+            if resumed:
+                model = from_config(new.model).to(self.device)
+            else:
+                from azshogi.nn.growth import grow
+
+                generator = torch.Generator().manual_seed(self.base.seed * 1_000_003 + checkpoints)
+                model = grow(self.run_state.model, new.model.blocks, new.model.channels, generator=generator)
+        self.run_state.use(play_config(self.base, checkpoints, flat), model)
+        if model is not None:
+            self.evaluator = make_evaluator(self.model, self.device, new.inference, server_batch(new))
+        if new.replay.capacity != old.replay.capacity:
+            self.replay.resize(new.replay.capacity)
+            self.__dict__.pop("batches", None)  # a window on the device: made anew at the next batch
+        self.cfg = new
+        if model is None and (new.search, new.selfplay) == (old.search, old.selfplay):
             return False
         if games is None:
             games = self.selfplay.state_dict()
         self.selfplay.close()
-        self.selfplay, _ = selfplay_driver(search_at(self.given, self.counters.checkpoints), cfg, self.run_state,
-                                           self.evaluator, stand_in=None)
+        given = config_at(self.given, checkpoints, flat)
+        self.selfplay, _ = selfplay_driver(given, new, self.run_state, self.evaluator, stand_in=None)
         self.selfplay.load_state_dict(games)
-        self.selfplay_search = cfg.search
         return True
 
     def write_records(self, game: SelfPlayGame, games_in_phase: int) -> None:
@@ -388,11 +421,18 @@ class Loop:
         c.in_training = False
         c.phase_steps = 0
         c.positions_since_checkpoint = 0
-        path = self.save(partial=False)
+        stage = entered(self.base, c.checkpoints, c.flat_starts)
+        shape = self.cfg.model
+        games = None
+        if stage:  # the paused driver's games, before a stage's driver takes them over
+            with self.clock.phase("pause"):
+                games = self.selfplay.state_dict()
+            self.enter_stage(c.checkpoints, games)
+        path = self.save(partial=False, games=games)
         times = self.clock.lap()  # the wall time since the previous checkpoint line
         c.wall_seconds += times.wall
         self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse,
-                                times)
+                                times, stage_at(self.base, c.checkpoints, c.flat_starts))
         rate = sp.moves / sp.seconds if sp.seconds else float("nan")
         g = max(1, sp.games)
         cheap = f" ({sp.play.cheap_moves / sp.moves:.0%} cheap)" if sp.play.cheap_moves else ""
@@ -403,6 +443,10 @@ class Loop:
             f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f} | "
             f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
             + (f" | {sp.driver.line}" if sp.driver.line else ""))
+        if stage:
+            grown = (f" (the network grown from {shape.blocks}x{shape.channels}, function-preserving; a new optimizer)"
+                     if shape != self.cfg.model else "")
+            self.monitor.say(f"checkpoint {c.checkpoints}: {stage}{grown}")
 
     # --- evaluation (play/gauntlet.py): matches against anchors, TensorBoard eval/ ---
 
@@ -420,16 +464,30 @@ class Loop:
         self.matches_running = True
         try:
             with self.clock.phase("eval"):
-                rate_checkpoint(self.model, self.cfg, self.device, self.paths,
+                rate_checkpoint(self.model, self.run_state.cfg, self.device, self.paths,
                                 When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
                                 self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
                                 evaluator=self.evaluator)
             c.evaluated = c.checkpoints
+            self.begin_flat_stage()
         except EvaluationInterrupted:
             self.monitor.say(f"evaluation of checkpoint {c.checkpoints} interrupted: it runs again when the run "
                              f"resumes")
         finally:
             self.matches_running = False
+
+    def begin_flat_stage(self) -> None:
+        """After an evaluation: a when_flat stage whose rating test now holds begins at the next
+        checkpoint (recorded in the counters, so a resume keeps it)."""
+        from azshogi.play.gauntlet import rating_history
+
+        c = self.counters
+        due = flat_stage_due(self.base, c.checkpoints, c.flat_starts, rating_history(self.paths))
+        if due:
+            name, why = due
+            c.flat_starts[name] = c.checkpoints + 1
+            self.monitor.say(f"checkpoint {c.checkpoints}: {why}: stage {name} begins at checkpoint "
+                             f"{c.checkpoints + 1}")
 
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 

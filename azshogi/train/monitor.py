@@ -53,6 +53,7 @@ LAYOUT = {
     "self-play (selfplay/, perf/)": {
         "how games end (share of a phase's games)": ["Multiline", [r"^selfplay/termination_rate/"]],
         "mean game length (moves)": ["Multiline", [r"^selfplay/mean_game_length$"]],
+        "stage of the run's schedule (0 = its own settings)": ["Multiline", [r"^run/stage$"]],
         "moves per second (live)": ["Multiline", [r"^selfplay/live/moves_per_s$"]],
     },
 }
@@ -211,8 +212,12 @@ class Monitor:
         w.add_scalar("train/skipped_steps", skipped_total, step)
 
     def checkpoint(self, step: int, sp: SelfPlayPhaseStats, tr: TrainPhaseStats, replay_size: int,
-                   total_positions: int, sample_reuse: float, phase_reuse: float, times: PhaseTimes) -> None:
+                   total_positions: int, sample_reuse: float, phase_reuse: float, times: PhaseTimes,
+                   stage: int = 0) -> None:
+        """A checkpoint's figures; `stage`: the stages of the run's schedule begun (train/stages.py;
+        0 = the run's own settings), in force from this checkpoint on."""
         w = self.writer
+        w.add_scalar("run/stage", stage, step)
         w.add_scalar("selfplay/games", sp.games, step)
         if sp.games:
             w.add_scalar("selfplay/mean_game_length", sp.mean_length, step)

@@ -143,6 +143,15 @@ class ReplayBuffer:
         self.begin = self.end = first
         self.extend(block)
 
+    def resize(self, capacity: int) -> None:
+        """A window of `capacity` positions (a stage's replay.capacity), holding the newest of the
+        live positions that fit, numbered as before."""
+        if capacity != self.capacity:
+            block, first = self.positions(self.begin, self.end), self.begin
+            self._allocate(capacity, self.entry_capacity // self.capacity)
+            self.begin = self.end = first
+            self.extend(block)
+
     def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Uniform over the live window; ring slots (B,)."""
         if len(self) == 0:

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 
 from azshogi.config import Config, ConfigError, from_plain, to_plain
 from azshogi.formats.checkpoint import CheckpointError
-from azshogi.nn.network import from_config
+from azshogi.nn.network import PolicyValueNet, from_config
 from azshogi.train.trainer import Trainer, weights_finite
 
 
@@ -42,6 +43,8 @@ class RunCounters:
     phase_steps: int = 0  # steps done in the training phase in progress
     evaluated: int = 0  # the last checkpoint whose evaluation finished
     wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint line, all sessions
+    # the when_flat stages begun (train/stages.py): name -> the checkpoint it began at
+    flat_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def sample_reuse(self) -> float:
@@ -90,6 +93,18 @@ class RunState:
             "config": self.plain_config,
         }
 
+    def use(self, cfg: Config, model: Optional[PolicyValueNet] = None) -> None:
+        """Goes on with `cfg` (a stage's settings, train/stages.py) and, when given, another network
+        (a grown one, or one of the stage's shape for a checkpoint's weights), trained by a new
+        optimizer from the old trainer's step (Trainer.carry_on)."""
+        self.cfg = cfg
+        self.__dict__.pop("plain_config", None)
+        if model is not None:
+            old, self.model = self.trainer, model
+            self.trainer = Trainer(model, cfg.train, self.device)
+            self.trainer.carry_on(old)
+        self.trainer.configure(cfg.train)
+
     def check_finite(self) -> None:
         """Raises CheckpointError when the network's weights are not finite: nothing to save."""
         if not weights_finite(self.model):
@@ -117,8 +132,8 @@ class RunState:
             raise ConfigError(
                 f"{path} holds a network with model.blocks={saved.model.blocks}, model.channels="
                 f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
-                f"for {now.model.blocks}, {now.model.channels}, {now.model.value_hidden}: "
-                f"use the run's model settings or start a new run name")
+                f"for {now.model.blocks}, {now.model.channels}, {now.model.value_hidden} (its stages included): "
+                f"use the run's model settings and stages, or start a new run name")
         if saved.train.optimizer != now.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
             raise ConfigError(
                 f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "

@@ -119,6 +119,25 @@ class Trainer:
         _momentum_from_zero(optimizer)
         return optimizer
 
+    def configure(self, cfg: TrainConfig) -> None:
+        """Trains on with a stage's settings (train/stages.py): the learning rate follows them from
+        the next step, their weight decay and momentum are set in the optimizer's groups."""
+        self.cfg = cfg
+        if "optimizer" in self.__dict__:  # made already
+            decay = self.optimizer.param_groups[0]
+            decay["weight_decay"] = cfg.weight_decay
+            if isinstance(self.optimizer, torch.optim.SGD):
+                for group in self.optimizer.param_groups:
+                    group["momentum"], group["nesterov"] = cfg.momentum, cfg.momentum > 0
+
+    def carry_on(self, old: "Trainer") -> None:
+        """Takes over from `old`, the trainer of the network this one's grew from: its step count
+        (the learning rate's clock), skip counts and loss scale. The optimizer starts afresh (the
+        grown network's parameters are new tensors)."""
+        old.read_back()
+        self.step_count, self.skipped, self.consecutive_skips = old.step_count, old.skipped, old.consecutive_skips
+        self.scaler.load_state_dict(old.scaler.state_dict())
+
     def step(self, batch: Batch) -> None:
         """One optimizer step on `batch` (numpy arrays, or tensors on this device), skipped on
         the device if its loss or gradient is not finite. No host synchronisation."""

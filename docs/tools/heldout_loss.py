@@ -35,9 +35,10 @@ from azshogi.train.replay import Batch, ReplayBuffer
 from azshogi.train.trainer import losses, value_target
 
 
-def newest_positions(checkpoint_file: Path, newest: int) -> tuple[Batch, float, int]:
-    """(batch of the newest `newest` segments of the checkpoint's replay window, the run's value
-    target root weight, segments read)."""
+def newest_window(checkpoint_file: Path, newest: int) -> tuple[ReplayBuffer, float, int]:
+    """(a buffer holding the newest `newest` segments of the checkpoint's replay window, the run's
+    value target root weight, segments read). Position numbers are the run's: buffer.begin is
+    the first one read."""
     state = ckpt.load(checkpoint_file)
     replay = state["replay"]
     segments = replay["segments"][-newest:]
@@ -47,9 +48,15 @@ def newest_positions(checkpoint_file: Path, newest: int) -> tuple[Batch, float, 
     block = ReplayStore(replay_store_of(checkpoint_file)).read(segments, begin, replay["end"])
     buffer = ReplayBuffer(max(1, len(block.results)))
     buffer.restore(begin, block)
+    return buffer, float(state["config"]["train"]["value_target_root_weight"]), len(segments)
+
+
+def newest_positions(checkpoint_file: Path, newest: int) -> tuple[Batch, float, int]:
+    """(batch of the newest `newest` segments of the checkpoint's replay window, the run's value
+    target root weight, segments read)."""
+    buffer, weight, segments = newest_window(checkpoint_file, newest)
     slots = (buffer.begin + np.arange(len(buffer))) % buffer.capacity
-    weight = float(state["config"]["train"]["value_target_root_weight"])
-    return buffer.gather(slots), weight, len(segments)
+    return buffer.gather(slots), weight, segments
 
 
 def scores(model: torch.nn.Module, batch: Batch, root_weight: float, chunk: int = 1024) -> dict[str, float]:

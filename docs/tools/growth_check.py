@@ -1,0 +1,84 @@
+"""Does a grown network keep what the old one knew, and learn on from there? A diagnostic of
+nn/growth.py, not part of training.
+
+    python docs/tools/growth_check.py CHECKPOINT --positions LATER_CHECKPOINT --blocks B --channels C
+        [--steps N] [--every K] [--seed S]
+
+Three networks train the same N steps on the same minibatches, drawn from CHECKPOINT's replay
+window as its run draws them (mirrored if the run mirrors), each with a fresh optimizer of the
+run's train settings (its warm-up included): CHECKPOINT's own network, that network grown to BxC
+(nn/growth.py), and a BxC network from scratch. Before the first step and every K steps each is
+scored, in eval mode, on positions none of them trained on: the newest segment of
+LATER_CHECKPOINT's replay window (self-play after CHECKPOINT), as heldout_loss.py scores them
+(value loss against the training target, policy cross-entropy against the visit targets).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from heldout_loss import newest_window, scores
+
+from azshogi.formats import checkpoint as ckpt
+from azshogi.nn.growth import grow
+from azshogi.nn.network import PolicyValueNet
+from azshogi.play.models import model_of
+from azshogi.train.trainer import Trainer
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint", type=Path, help="the network to grow, and its replay window to train on")
+    parser.add_argument("--positions", type=Path, required=True,
+                        help="a later checkpoint of the run: its newest segment is the held-out positions")
+    parser.add_argument("--blocks", type=int, required=True)
+    parser.add_argument("--channels", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=200, help="optimizer steps for each network")
+    parser.add_argument("--every", type=int, default=50, help="score every this many steps")
+    parser.add_argument("--seed", type=int, default=0, help="the minibatches, the growth and the fresh network")
+    args = parser.parse_args(argv)
+    if args.steps < 0 or args.every < 1:
+        parser.error("--steps must be >= 0 and --every >= 1")
+    torch.set_num_threads(1)
+    state = ckpt.load(args.checkpoint)
+    old, cfg = model_of(state, args.checkpoint)
+    old = old.float()
+    try:
+        grown = grow(old, args.blocks, args.channels, torch.Generator().manual_seed(args.seed))
+    except ValueError as e:
+        parser.error(str(e))
+    torch.manual_seed(args.seed)
+    nets = {f"old {old.blocks}x{old.channels}": copy.deepcopy(old),
+            f"grown {args.blocks}x{args.channels}": grown,
+            f"fresh {args.blocks}x{args.channels}": PolicyValueNet(args.blocks, args.channels, old.value_hidden)}
+    heldout, weight, _ = newest_window(args.positions, 1)
+    if heldout.begin < state["replay"]["end"]:
+        parser.error(f"{args.positions}'s newest segment is not newer than {args.checkpoint}'s replay window")
+    held_slots = (heldout.begin + np.arange(len(heldout))) % heldout.capacity
+    held = heldout.gather(held_slots)
+    window, _, segments = newest_window(args.checkpoint, len(state["replay"]["segments"]))
+    print(f"training on {len(window)} positions ({segments} segments of {args.checkpoint}'s window), "
+          f"{args.steps} steps of {cfg.train.batch_size}; held out: {len(heldout)} positions of {args.positions}")
+    trainers = {name: Trainer(net, cfg.train, torch.device("cpu")) for name, net in nets.items()}
+    rng = np.random.default_rng(args.seed)
+    print("step  " + "  ".join(f"{name + ' value/policy':>28}" for name in nets))
+    for step in range(args.steps + 1):
+        if step % args.every == 0 or step == args.steps:
+            row = [scores(net.eval(), held, weight) for net in nets.values()]
+            print(f"{step:4d}  " + "  ".join(f"{s['value']:>20.4f} / {s['policy']:.3f}" for s in row))
+        if step == args.steps:
+            break
+        batch = window.sample(cfg.train.batch_size, rng, mirror=cfg.train.mirror)
+        for trainer in trainers.values():
+            trainer.step(batch)
+        for trainer in trainers.values():
+            trainer.read_back()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

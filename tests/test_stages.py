@@ -1,0 +1,273 @@
+"""Stages (train/stages.py): the settings in force at each checkpoint, a stage entered inside a
+run (what it says and nothing else), resume on either side of it, bad stages refused at start-up,
+and the CPU preset's schedule as it was before stages (selfplay.deeper_* and the step decay)."""
+import functools
+import math
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY, compose_config
+from resume_helpers import RecordingLoop, assert_continues
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from azshogi.config import ConfigError, LrSchedule, to_config
+from azshogi.formats import checkpoint as ckpt
+from azshogi.play.models import load_model
+from azshogi.train.stages import changes, config_at, entered, play_config, stage_at
+from azshogi.train.trainer import learning_rate
+
+
+def test_the_cpu_preset_schedule_is_the_one_before_stages():
+    """Until stages, +experiment=cpu searched 64 simulations among 16 candidates from checkpoint 41
+    on (selfplay.deeper_from_checkpoint=41) and decayed the learning rate by steps
+    (lr_schedule=step, decay_steps=9950, min_lr_ratio=0.1: a tenth from step 10,000). The stages
+    give the same search after every checkpoint and the same rate at every step of 300
+    checkpoints (100 steps each)."""
+    cfg = to_config(compose_config(["+experiment=cpu"]))
+    assert cfg.train.lr_schedule == LrSchedule.constant and cfg.loop.steps_per_checkpoint == 100
+    old_train = replace(cfg.train, lr_schedule=LrSchedule.step, decay_steps=9950, min_lr_ratio=0.1)
+    in_force = {k: config_at(cfg, n) for k, n in ((0, 0), (1, 41), (2, 100))}  # config_at(n) by the stages begun
+    assert all(config_at(cfg, n) == in_force[stage_at(cfg, n)] for n in (1, 40, 42, 99, 101, 299))
+    for n in range(300):
+        now = in_force[stage_at(cfg, n)]
+        deeper = n >= 41
+        assert (now.search.num_simulations, now.search.max_num_considered_actions) == ((64, 16) if deeper
+                                                                                       else (32, 32)), n
+        assert now.loop == cfg.loop and now.model == cfg.model and now.replay == cfg.replay
+        for step in range(n * 100, (n + 1) * 100):
+            assert math.isclose(learning_rate(step, now.train), learning_rate(step, old_train), rel_tol=1e-9), step
+    assert learning_rate(9999, config_at(cfg, 99).train) == pytest.approx(1e-3)
+    assert learning_rate(10000, config_at(cfg, 100).train) == pytest.approx(1e-4)
+
+
+def test_config_at_applies_the_stages_in_order_and_changes_only_what_they_set():
+    cfg = to_config(compose_config(TINY + [
+        "+stages.b={from_checkpoint:5,set:{search.num_simulations:12,train:{lr:0.005}}}",
+        "+stages.a={from_checkpoint:2,set:{search:{num_simulations:8,max_num_considered_actions:4}}}"]))
+    assert [stage_at(cfg, n) for n in range(7)] == [0, 0, 1, 1, 1, 2, 2]
+    assert config_at(cfg, 1) == cfg
+    assert changes(cfg, config_at(cfg, 2)) == ["search.num_simulations 4 -> 8"]  # considered was 4 already
+    assert changes(config_at(cfg, 4), config_at(cfg, 5)) == ["search.num_simulations 8 -> 12", "train.lr 0.02 -> 0.005"]
+    assert replace(config_at(cfg, 9), search=cfg.search, train=cfg.train) == cfg  # nothing else
+    assert play_config(cfg, 9).search == cfg.search and play_config(cfg, 9).train.lr == 0.005
+    assert entered(cfg, 5) == ("stage 2 of 2, b (from_checkpoint 5): search.num_simulations 8 -> 12, "
+                               "train.lr 0.02 -> 0.005")
+    assert entered(cfg, 4) is None
+
+
+@pytest.mark.parametrize("override, key", [
+    ("+stages.s={from_checkpoint:2,set:{model:{blocks:0}}}", "stages.s.set.model.blocks"),  # shrinks
+    ("+stages.s={from_checkpoint:2,set:{model:{value_hidden:64}}}", "stages.s.set.model.value_hidden"),
+    ("+stages.s={from_checkpoint:2,set:{train:{optimizer:adamw}}}", "stages.s.set.train.optimizer"),
+    ("+stages.s={from_checkpoint:2,set:{search:{kind:puct}}}", "stages.s.set.search.kind"),
+    ("+stages.s={from_checkpoint:2,set:{search:{num_simulations:0}}}", "stages.s.set.search.num_simulations"),
+    ("+stages.s={from_checkpoint:2,set:{search:{num_simulations:many}}}", "stages.s.set.search.num_simulations"),
+    ("+stages.s={from_checkpoint:2,set:{train:{lr:-1}}}", "stages.s.set.train.lr"),
+    ("+stages.s={from_checkpoint:0,set:{train:{lr:0.1}}}", "stages.s.from_checkpoint"),
+    ("+stages.s={from_checkpoint:2}", "stages.s.set"),
+    ("+stages.s={from_checkpoint:2,set:{train:{lr:0.1}},when:3}", "stages.s.when"),
+    # valid alone, not with what is in force then: the cheap search must stay the smaller one
+    ("+stages.s={from_checkpoint:2,set:{selfplay:{cheap_search_prob:0.5,cheap_simulations:6}}}",
+     "stages.s.set.selfplay.cheap_simulations"),
+])
+def test_a_bad_stage_fails_at_start_up_naming_its_key(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.") + "="):
+        to_config(compose_config(TINY + [override]))
+
+
+def test_the_removed_deeper_keys_are_refused_and_ignored_in_saved_configs():
+    from azshogi.config import from_plain, to_plain
+
+    with pytest.raises(Exception, match="deeper_from_checkpoint"):
+        to_config(compose_config(TINY + ["selfplay.deeper_from_checkpoint=41"]))
+    plain = to_plain(to_config(compose_config(TINY)))
+    plain["selfplay"].update(deeper_from_checkpoint=41, deeper_simulations=64, deeper_considered=16)
+    assert from_plain(plain) == to_config(compose_config(TINY))  # an older checkpoint's config loads
+
+
+# A stage at checkpoint 2 that changes every kind of thing the loop rebuilds: the network
+# (1x16 -> 2x24, grown), self-play's search, the learning rate, the replay window, the phase sizes.
+STAGE = ("+stages.big={from_checkpoint:2,set:{model:{blocks:2,channels:24},search:{num_simulations:12},"
+         "train:{lr:0.005},replay:{capacity:100},loop:{positions_per_checkpoint:40}}}")
+RUN = ["device=cpu", "eval.every=0", "loop.keep_checkpoints=10", "loop.max_checkpoints=3",
+       "replay.capacity=200", STAGE]
+NAMES = [f"ckpt-{k:05d}.pt" for k in range(1, 4)]
+
+
+@functools.lru_cache(maxsize=None)
+def staged_config():
+    return to_config(compose_config(TINY + RUN))
+
+
+def config(root: Path, run: str, resume: str = ""):
+    return replace(staged_config(), run=run, checkpoint_root=str(root / "checkpoints"), log_root=str(root / "logs"),
+                   resume=resume)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stages")
+    loop = RecordingLoop(config(root, "straight"))
+    loop.run()
+    assert sorted(loop.written) == NAMES
+    return root, loop.written
+
+
+def test_a_stage_inside_a_run_changes_what_it_says_and_nothing_else(straight):
+    root, written = straight
+    run = root / "checkpoints" / "straight"
+    before, after = ckpt.load(run / NAMES[0]), ckpt.load(run / NAMES[1])
+    # The network: grown at checkpoint 2, saved with its shape, which the engine reads back.
+    model, saved = load_model(run / NAMES[1])
+    assert (model.blocks, model.channels) == (2, 24) and saved.model.value_hidden == 32
+    assert before["config"]["model"]["blocks"] == 1 and after["config"]["model"]["blocks"] == 2
+    # The settings: exactly the stage's (self-play's search stays out of the saved config: the
+    # engine's and the evaluation's search is the run's).
+    assert changes(to_config_of(before), to_config_of(after)) == [
+        "model.blocks 1 -> 2", "model.channels 16 -> 24", "loop.positions_per_checkpoint 60 -> 40",
+        "replay.capacity 200 -> 100", "train.lr 0.02 -> 0.005"]
+    assert replace(to_config_of(after), model=to_config_of(before).model, loop=to_config_of(before).loop,
+                   replay=to_config_of(before).replay, train=to_config_of(before).train) == to_config_of(before)
+    # Training: the new rate from the stage's first step; the step count goes on; a new optimizer.
+    assert written[NAMES[1]]["counters"]["train_steps"] == 8 and after["trainer"]["step_count"] == 8
+    third = ckpt.load(run / NAMES[2])
+    assert [g["lr"] for g in third["trainer"]["optimizer"]["param_groups"]] == [0.005, 0.005]
+    # The replay window: at most 100 positions from checkpoint 2 on.
+    assert len(written[NAMES[1]]["replay"]["hcps"]) == 100 < written[NAMES[1]]["replay"]["total_added"]
+    # Self-play: 12 simulations from the third phase on (about 13 evaluations a move, against 5).
+    per_move = [e.value for e in sorted(scalars(root, "perf/nn_evals_per_move"), key=lambda e: e.step)]
+    assert max(per_move[:2]) <= 6 and per_move[2] >= 9, per_move
+    assert [e.value for e in sorted(scalars(root, "run/stage"), key=lambda e: e.step)] == [0, 1, 1]
+    said = (root / "logs" / "straight" / "azshogi.log").read_text()
+    assert ("checkpoint 2: stage 1 of 1, big (from_checkpoint 2): model.blocks 1 -> 2, model.channels 16 -> 24, "
+            "search.num_simulations 4 -> 12, loop.positions_per_checkpoint 60 -> 40, replay.capacity 200 -> 100, "
+            "train.lr 0.02 -> 0.005 (the network grown from 1x16, function-preserving; a new optimizer)") in said
+
+
+def to_config_of(state: dict):
+    from azshogi.config import from_plain
+
+    return from_plain(state["config"])
+
+
+def scalars(root: Path, tag: str):
+    acc = EventAccumulator(str(root / "logs" / "straight"))
+    acc.Reload()
+    return acc.Scalars(tag)
+
+
+@pytest.mark.parametrize("start", [1, 2])
+def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, start, tmp_path):
+    """From checkpoint 1 (the stage entered after the next phase) and from checkpoint 2 (the stage
+    in force, its network of the grown shape read back)."""
+    root, written = straight
+    resumed = RecordingLoop(config(root, f"resumed{start}", resume=str(root / "checkpoints" / "straight"
+                                                                        / NAMES[start - 1])))
+    resumed.run()
+    assert sorted(resumed.written) == NAMES[start:]
+    for name in NAMES[start:]:
+        assert_continues(resumed.written[name], written[name], name)
+    assert isinstance(resumed.model, torch.nn.Module) and resumed.model.blocks == 2
+    shutil.rmtree(root / "checkpoints" / f"resumed{start}", ignore_errors=True)
+
+
+
+def test_the_evaluation_after_a_stage_grew_the_network_plays_the_smaller_previous_one(tmp_path):
+    """The in-loop evaluation's `previous` match: the network evaluated before the stage (1x16) is
+    rebuilt from its own file's settings, not the run's grown ones."""
+    from play_helpers import tiny_config
+
+    from azshogi.config import EvalConfig, ModelConfig, RulesConfig
+    from azshogi.formats.paths import RunPaths
+    from azshogi.nn.growth import grow
+    from azshogi.nn.network import build
+    from azshogi.play.gauntlet import When, rate_checkpoint
+
+    cfg = tiny_config(rules=RulesConfig(max_plies=8),
+                      eval=EvalConfig(games=2, num_simulations=1, records_saved=0, anchors=["random"]))
+    torch.manual_seed(0)
+    small = build(cfg.model.blocks, cfg.model.channels, cfg.model.value_hidden).eval()
+    paths = RunPaths(tmp_path / "checkpoints", tmp_path)
+    rate_checkpoint(small, cfg, torch.device("cpu"), paths, When(1, 4, 5, 1.0), say=lambda s: None)
+    grown = grow(small, 2, 24).eval()
+    bigger = replace(cfg, model=ModelConfig(2, 24, cfg.model.value_hidden))
+    result = rate_checkpoint(grown, bigger, torch.device("cpu"), paths, When(2, 8, 9, 2.0), say=lambda s: None)
+    assert len(result.matches["previous"].games) == 2
+
+
+def rated(*points):
+    """ratings.json's records: (checkpoint, rating, margin) each."""
+    return [{"checkpoint": c, "rating": r, "rating_margin": m} for c, r, m in points]
+
+
+def test_the_rating_has_stopped_rising_when_the_last_k_are_within_their_margins_of_the_best_before():
+    from azshogi.train.stages import rating_flat
+
+    rising = rated((5, 800, 60), (10, 900, 60), (15, 1000, 60))
+    assert rating_flat(rising, 0, 1) is None  # 1,000 is 100 above 900, more than its margin
+    assert rating_flat(rising, 0, 2) is None
+    flat = rated((5, 800, 60), (10, 1000, 60), (15, 1050, 60), (20, 990, 60))
+    assert rating_flat(flat, 0, 2) == ("the rating has stopped rising (checkpoints 15, 20: 1050 ± 60, 990 ± 60, "
+                                       "none above checkpoint 10's 1000 by more than its margin)")
+    assert rating_flat(flat, 0, 3) is None  # 1,000 is more than 60 above 800
+    assert rating_flat(flat, 5, 3) is None  # after checkpoint 5: three ratings, too few for k = 3
+    assert rating_flat(flat, 10, 1) == rating_flat(flat, 0, 1)  # 990 is below 1,050
+    unbounded = rated((5, 800, 60), (10, 810, None))  # all wins or all losses: no margin, no verdict
+    assert rating_flat(unbounded, 0, 1) is None
+
+
+def test_a_when_flat_stage_begins_after_the_evaluation_that_finds_the_rating_flat(tiny_config, tmp_path, monkeypatch,
+                                                                                  tiny_run):
+    """tiny_run (at checkpoint 1) resumed with an evaluation at each checkpoint, whose ratings are
+    500, 480, 490 (± 50), and a stage with when_flat: 1 from checkpoint 1 on: the rating of
+    checkpoint 2 is not above 500 by more than its margin, so the stage begins at checkpoint 3
+    (the counters say so), and a run resumed there has it in force."""
+    import json
+
+    import azshogi.play.gauntlet as gauntlet
+    from azshogi.train.loop import Loop, train
+
+    def fake_rating(model, cfg, device, paths, when, *args, **kwargs):
+        history = gauntlet.rating_history(paths)
+        history.append({"checkpoint": when.checkpoint, "rating": {1: 500, 2: 480, 3: 490}[when.checkpoint],
+                        "rating_margin": 50})
+        paths.eval_ratings.parent.mkdir(parents=True, exist_ok=True)
+        paths.eval_ratings.write_text(json.dumps(history))
+
+    monkeypatch.setattr(gauntlet, "rate_checkpoint", fake_rating)
+    overrides = ("eval.every=1", "loop.max_checkpoints=3",
+                 "+stages.wide={from_checkpoint:1,when_flat:1,set:{search:{num_simulations:6}}}")
+    counters = train(tiny_config(*overrides), show_progress=False)
+    assert counters.flat_starts == {"wide": 3}
+    said = (tmp_path / "logs" / "t" / "azshogi.log").read_text()
+    assert ("checkpoint 2: the rating has stopped rising (checkpoints 2: 480 ± 50, none above checkpoint 1's 500 "
+            "by more than its margin): stage wide begins at checkpoint 3") in said
+    assert "checkpoint 3: stage 1 of 1, wide (when_flat 1): search.num_simulations 4 -> 6" in said
+    state = ckpt.load(tmp_path / "checkpoints" / "t" / "ckpt-00003.pt")
+    assert state["counters"]["flat_starts"] == {"wide": 3}
+    loop = Loop(tiny_config(*overrides), show_progress=False)
+    loop.restore()
+    assert loop.cfg.search.num_simulations == 6 and loop.run_state.cfg.search.num_simulations == 4
+    loop.selfplay.close()
+
+
+def test_a_when_flat_stage_needs_the_in_loop_rating():
+    with pytest.raises(ConfigError, match=r"stages\.g\.when_flat=2: needs the in-loop rating"):
+        to_config(compose_config(TINY + ["eval.every=0",
+                                         "+stages.g={from_checkpoint:1,when_flat:2,set:{train.lr:0.1}}"]))
+
+
+def test_a_stage_sets_weight_decay_and_momentum_in_the_optimizer_it_keeps(tiny_net):
+    from azshogi.config import TrainConfig
+    from azshogi.train.trainer import Trainer
+
+    trainer = Trainer(tiny_net, TrainConfig(momentum=0.9, weight_decay=1e-4), torch.device("cpu"))
+    optimizer = trainer.optimizer
+    trainer.configure(TrainConfig(momentum=0.0, weight_decay=1e-3, lr=0.5))
+    assert trainer.optimizer is optimizer
+    assert [(g["weight_decay"], g["momentum"], g["nesterov"]) for g in optimizer.param_groups] == [
+        (1e-3, 0.0, False), (0.0, 0.0, False)]  # the second group, biases and norms, never decays
+    assert learning_rate(10_000, trainer.cfg) == 0.5
