@@ -363,7 +363,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"pip install torch==2.13.0 -e . && azshogi +experiment={name}":
        Skip(f"installs azshogi; then `azshogi +experiment={name}` (its entry below) trains until Ctrl-C")
        for name in ("cpu", "gpu")},
-    'pip install torch==2.13.0 -e ".[test]" && ruff check . && mypy && python -m pytest':
+    'pip install torch==2.13.0 -e ".[test]" && ruff check . && mypy && python -m pytest -n auto':
         Skip("the linters and the test suite itself"),
     "azshogi run=big model=medium search.num_simulations=64 selfplay.num_actors=256":
         Check("trains a medium network until Ctrl-C"),
