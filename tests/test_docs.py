@@ -692,6 +692,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "checkpoints/l1/ckpt-00141.pt checkpoints/l2/ckpt-00141.pt":
        Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
        for run in ("d3", "l1", "l2")},
+    # a network grown without starting over (nn/growth.py)
+    "azshogi +experiment=cpu seed=1 run=g12 loop.max_checkpoints=12 eval.every=0 loop.keep_checkpoints=100":
+        Check("trains for 12 checkpoints from scratch (33 minutes on a busy 2-core machine)"),
+    **{f"python docs/tools/growth_check.py checkpoints/g12/ckpt-00011.pt --positions checkpoints/g12/ckpt-00012.pt "
+       f"--blocks 4 --channels 48 {steps}":
+       Skip("needs a run's replay store; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       for steps in ("--steps 200 --every 50", "--steps 600 --every 100 --seed 1")},
     # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     # docs/cluster.md
