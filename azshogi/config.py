@@ -509,8 +509,6 @@ def stages_in_order(cfg: Config) -> List[tuple[str, StageConfig]]:
         flat = spec.get("when_flat", 0)
         _check(isinstance(flat, int) and not isinstance(flat, bool) and flat >= 0, f"{key}.when_flat",
                "a number of in-loop evaluations >= 1 (0 = off)", flat)
-        _check(flat == 0 or cfg.eval.every > 0, f"{key}.when_flat",
-               "needs the in-loop rating: eval.every > 0", flat)
         out.append((str(name), StageConfig(start, dict(settings), flat)))
     return sorted(out, key=lambda item: item[1].from_checkpoint)
 

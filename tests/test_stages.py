@@ -254,10 +254,17 @@ def test_a_when_flat_stage_begins_after_the_evaluation_that_finds_the_rating_fla
     loop.selfplay.close()
 
 
-def test_a_when_flat_stage_needs_the_in_loop_rating():
-    with pytest.raises(ConfigError, match=r"stages\.g\.when_flat=2: needs the in-loop rating"):
-        to_config(compose_config(TINY + ["eval.every=0",
-                                         "+stages.g={from_checkpoint:1,when_flat:2,set:{train.lr:0.1}}"]))
+def test_a_when_flat_stage_without_the_in_loop_rating_is_said_never_to_begin():
+    """`+experiment=gpu eval.every=0` (its `grow` stage waits for the rating): the run starts, and
+    its start-up line says the stage will not begin; with the rating on, nothing is said."""
+    from azshogi.train.stages import never_flat
+
+    stage = "+stages.g={from_checkpoint:1,when_flat:2,set:{train.lr:0.1}}"
+    off = to_config(compose_config(TINY + ["eval.every=0", stage]))
+    assert "stage g waits for the in-loop rating" in never_flat(off) and "will not begin" in never_flat(off)
+    assert never_flat(to_config(compose_config(TINY + ["eval.every=1", stage]))) is None
+    assert never_flat(to_config(compose_config(TINY + ["eval.every=0"]))) is None
+    assert "grow" in never_flat(to_config(compose_config(["+experiment=gpu", "eval.every=0"])))
 
 
 def test_a_stage_sets_weight_decay_and_momentum_in_the_optimizer_it_keeps(tiny_net):

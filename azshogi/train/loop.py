@@ -49,7 +49,7 @@ from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.run_state import RunCounters, RunState
-from azshogi.train.stages import config_at, entered, flat_stage_due, play_config, stage_at
+from azshogi.train.stages import config_at, entered, flat_stage_due, never_flat, play_config, stage_at
 from azshogi.train.trainer import Trainer
 
 
@@ -279,9 +279,9 @@ class Loop:
                              f"(e.g. add loop.max_checkpoints={c.checkpoints + limit} to the command), "
                              f"or give a new run a new name (run=NAME)")
             return
-        hint = cpu_hint(cfg, self.device)
-        if hint:
-            self.monitor.say(hint)
+        for hint in (cpu_hint(cfg, self.device), never_flat(self.base)):
+            if hint:
+                self.monitor.say(hint)
         if seeded:
             self.monitor.say(seeded)
 

@@ -124,3 +124,14 @@ def entered(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> Op
     what = changes(config_at(cfg, checkpoints - 1, flat), config_at(cfg, checkpoints, flat))
     return (f"stage {starting[-1][0]} of {len(cfg.stages)}, {named}: " + (", ".join(what) or "no setting changes"))
 
+
+def never_flat(cfg: Config) -> Optional[str]:
+    """What the start-up line says when when_flat stages cannot begin because the in-loop rating
+    is off (eval.every=0, e.g. `+experiment=gpu eval.every=0`): they wait for it, never begin and
+    stop nothing else; None when there are none or the rating is on."""
+    waiting = [name for name, stage in stages_in_order(cfg) if stage.when_flat]
+    if not waiting or cfg.eval.every > 0:
+        return None
+    return (f"stage{'s' if len(waiting) > 1 else ''} {', '.join(waiting)} wait{'' if len(waiting) > 1 else 's'} "
+            f"for the in-loop rating to stop rising (when_flat), which eval.every=0 turns off: "
+            f"{'they' if len(waiting) > 1 else 'it'} will not begin in this run")
