@@ -280,11 +280,12 @@ def _calibration_written(folder: Path, output: str) -> None:
 
 
 def _ladder_refitted(folder: Path, output: str) -> None:
-    """The refit of the kept games gives the ratings play/ladder.py holds."""
+    """The refit of the kept games gives the ratings play/ladder.py holds (the games also rate
+    settings played only to calibrate the rungs, e.g. one far above the top rung)."""
     from azshogi.play.ladder import RUNGS
 
     fitted = json.loads((folder / "fit.json").read_text())["ratings"]
-    assert {r.name: round(r.rating) for r in RUNGS} == {k: round(v["rating"]) for k, v in fitted.items()}, fitted
+    assert {r.name: round(r.rating) for r in RUNGS} == {r.name: round(fitted[r.name]["rating"]) for r in RUNGS}, fitted
 
 
 def _options_listed(folder: Path, output: str) -> None:

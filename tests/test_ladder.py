@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import docs_tool
 
 from azshogi.play import ladder
 from azshogi.play.elo import elo_of_score, estimate
 from azshogi.play.ladder import Pairing, Rung, Score, fit_ratings, nearest_rungs, play_ladder, rate
 from azshogi.play.players import RandomPlayer
+from azshogi.play.specs import make_player
 from azshogi.shogi.rules import Rules
 
 
@@ -120,3 +122,28 @@ def test_a_missing_or_crashing_rung_is_left_out_with_a_note_and_the_others_are_p
                          say=notes.append)
     assert set(result.matches) == {"random"} and "failed" in result.skipped["crashing"]
     assert len(notes) == 1 and "crashing" in notes[0] and "during its match" in notes[0]
+
+
+def test_each_fairy_rung_is_named_by_its_settings_and_plays_them(monkeypatch):
+    started = []
+
+    class Recorder:  # stands in for the engine: what the rung would start and ask
+        def __init__(self, command, options, go, name):
+            started.append((options["Skill Level"], go, name))
+
+    monkeypatch.setattr(ladder, "UsiPlayer", Recorder)
+    monkeypatch.setattr(ladder, "find_engine", lambda command=ladder.FAIRY_STOCKFISH: "/usr/games/fairy-stockfish")
+    fairy = [r for r in ladder.RUNGS if r.needs_engine]
+    for r in fairy:
+        assert ladder.fairy_settings(r.name) == (r.skill, r.nodes)
+        make_player(f"ladder:{r.name}", rules=Rules())
+    assert started == [(str(r.skill), f"nodes {r.nodes}", r.name) for r in fairy]
+    assert ladder.fairy_settings("sf-3n5k") == (-3, 5000) and ladder.fairy_settings("sf3", 200) == (3, 200)
+    assert ladder.fairy_settings("greedy") is None and ladder.fairy_settings("sf20n80") is None
+
+
+def test_the_calibration_adds_a_pairings_games_to_it_either_way_round():
+    merged = docs_tool("docs/tools/ladder_calibration.py").merged
+    kept = [Pairing("a", "b", 3, 1, 0), Pairing("b", "c", 0, 4, 0)]
+    out = merged(kept, [Pairing("b", "a", 2, 1, 1), Pairing("c", "d", 1, 1, 0), Pairing("b", "c", 1, 0, 0)])
+    assert out == [Pairing("a", "b", 4, 3, 1), Pairing("b", "c", 1, 4, 0), Pairing("c", "d", 1, 1, 0)]

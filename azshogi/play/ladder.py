@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,31 @@ class EngineMissing(ValueError):
     """A rung needs Fairy-Stockfish and it is not installed."""
 
 
+_FAIRY_NAME = re.compile(r"sf(-?\d+)(?:n(\d+)k)?")
+
+
+def fairy_settings(name: str, nodes: int = SF_NODES) -> Optional[tuple[int, int]]:
+    """The Skill Level and nodes a move a Fairy-Stockfish rung's name stands for: `sfS` is Skill
+    Level S at `nodes` nodes a move, `sfSnKk` Skill Level S at K thousand (sf20n80k); None for
+    a name of neither form."""
+    found = _FAIRY_NAME.fullmatch(name)
+    if found is None:
+        return None
+    skill, thousands = found.groups()
+    return int(skill), int(thousands) * 1000 if thousands else nodes
+
+
+def fairy_player(skill: int, nodes: int, label: str, engine: str = FAIRY_STOCKFISH) -> UsiPlayer:
+    """Fairy-Stockfish at Skill Level `skill`, one thread, `nodes` nodes a move. Raises
+    EngineMissing without Fairy-Stockfish."""
+    path = find_engine(engine)
+    if path is None:
+        raise EngineMissing(f"ladder rung {label} needs Fairy-Stockfish, which is not installed "
+                            f"(apt-get install fairy-stockfish)")
+    return UsiPlayer(path, {"UCI_Variant": "shogi", "Threads": "1", "Skill Level": str(skill)},
+                     f"nodes {nodes}", label)
+
+
 def rung_player(name: str, seed: int = 0, options: Optional[dict] = None, label: Optional[str] = None,
                 engine: str = FAIRY_STOCKFISH):
     """A player for the rung `name` (player spec `ladder:NAME`); a rung is fixed, so it takes
@@ -102,12 +128,7 @@ def rung_player(name: str, seed: int = 0, options: Optional[dict] = None, label:
         return RandomPlayer(seed, label)
     if r.kind == "greedy":
         return GreedyPlayer(seed, label)
-    path = find_engine(engine)
-    if path is None:
-        raise EngineMissing(f"ladder rung {r.name} needs Fairy-Stockfish, which is not installed "
-                            f"(apt-get install fairy-stockfish)")
-    return UsiPlayer(path, {"UCI_Variant": "shogi", "Threads": "1", "Skill Level": str(r.skill)},
-                     f"nodes {r.nodes}", label)
+    return fairy_player(r.skill, r.nodes, label, engine)
 
 
 # --- ratings ---
