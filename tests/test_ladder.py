@@ -71,6 +71,23 @@ def test_fitted_ratings_reproduce_a_known_scale():
         assert fitted[name].rating == pytest.approx(truth[name], abs=3.0)
 
 
+def test_a_long_ladder_is_fitted_to_its_end():
+    # A chain of 16 players 250 Elo apart, each playing only its neighbours (as the ladder's
+    # calibration does): the fit reaches the top (a fit stopped early leaves it hundreds short).
+    names = ["random"] + [f"p{i}" for i in range(1, 16)]
+    pairings = []
+    for low, high in zip(names, names[1:]):
+        wins = round(100 * ladder.expected_score(0.0, 250.0))
+        pairings.append(Pairing(low, high, wins, 100 - wins, 0))
+    fitted = fit_ratings(pairings)
+    step = 400.0 * math.log10((100 - wins) / wins)  # 252 Elo: the whole games' score
+    for i, name in enumerate(names):
+        assert fitted[name].rating == pytest.approx(step * i, abs=0.5)
+    assert fitted["p15"].margin > fitted["p1"].margin  # farther from the anchor, less sure
+    with pytest.raises(ValueError, match="not joined"):
+        fit_ratings(pairings + [Pairing("x", "y", 3, 1, 0)])
+
+
 def test_nearest_rungs_are_consecutive_and_around_the_rating():
     rungs = [Rung(f"r{i}", "random", 200.0 * i) for i in range(6)]
     assert [r.name for r in nearest_rungs(None, 3, rungs)] == ["r0", "r1", "r2"]

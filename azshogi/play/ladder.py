@@ -26,6 +26,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Callable, Optional, Sequence
 
+import numpy as np
+
 from azshogi.play.arena import Openings, play_match
 from azshogi.play.players import GreedyPlayer, RandomPlayer, UsiPlayer
 from azshogi.play.usi_client import UsiError
@@ -55,19 +57,20 @@ class Rung:
 # Measured with docs/tools/ladder_calibration.py on 2026-11-25: 16 pairings of 30 games (the
 # games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"). Fairy-
 # Stockfish 11.1 (Debian's) with 1 thread and 20,000 nodes a move: about 100 ms a move on the
-# project's 2-core CPU. 95% margins of the fit: sf-10 132, greedy 81, sf-5 82, sf-4 88, sf-3 95,
-# sf-2 87, sf0 112, sf2 249 (one pairing above it).
+# project's 2-core CPU. 95% margins of the fit: sf-10 133, greedy 81, sf-5 82, sf-4 88, sf-3 95,
+# sf-2 87, sf0 112, sf2 249 (one pairing above it). Refitted on 2026-11-27 to convergence: the
+# fit of 2026-11-25 had stopped short, each rung some 9 Elo low.
 SF_NODES = 20_000
 RUNGS: tuple[Rung, ...] = (
     Rung("random", "random", 0.0),
-    Rung("sf-10", "fairy", 600.0, skill=-10, nodes=SF_NODES),
-    Rung("greedy", "greedy", 953.0),
-    Rung("sf-5", "fairy", 989.0, skill=-5, nodes=SF_NODES),
-    Rung("sf-4", "fairy", 1192.0, skill=-4, nodes=SF_NODES),
-    Rung("sf-3", "fairy", 1444.0, skill=-3, nodes=SF_NODES),
-    Rung("sf-2", "fairy", 1556.0, skill=-2, nodes=SF_NODES),
-    Rung("sf0", "fairy", 1667.0, skill=0, nodes=SF_NODES),
-    Rung("sf2", "fairy", 2126.0, skill=2, nodes=SF_NODES),
+    Rung("sf-10", "fairy", 607.0, skill=-10, nodes=SF_NODES),
+    Rung("greedy", "greedy", 962.0),
+    Rung("sf-5", "fairy", 998.0, skill=-5, nodes=SF_NODES),
+    Rung("sf-4", "fairy", 1201.0, skill=-4, nodes=SF_NODES),
+    Rung("sf-3", "fairy", 1454.0, skill=-3, nodes=SF_NODES),
+    Rung("sf-2", "fairy", 1565.0, skill=-2, nodes=SF_NODES),
+    Rung("sf0", "fairy", 1677.0, skill=0, nodes=SF_NODES),
+    Rung("sf2", "fairy", 2135.0, skill=2, nodes=SF_NODES),
 )
 _BY_NAME = {r.name: r for r in RUNGS}
 
@@ -208,20 +211,44 @@ class Pairing:
     draws: int
 
 
-def fit_ratings(pairings: Sequence[Pairing], anchor: str = "random", rounds: int = 200) -> dict[str, Rating]:
-    """Every player's rating from games among them (Bradley-Terry by maximum likelihood), with
-    `anchor` at 0: each round rates each player against the others' current ratings."""
+def fit_ratings(pairings: Sequence[Pairing], anchor: str = "random", tolerance: float = 1e-3) -> dict[str, Rating]:
+    """Every player's rating from games among them (Bradley-Terry by maximum likelihood, each
+    player's perfect or zero scores clipped as `rate` clips them), with `anchor` at 0: Newton's
+    method on all ratings at once until no rating moves by `tolerance` Elo; each player's margin
+    is `rate`'s against the others' fitted ratings. Raises ValueError when some player is not
+    joined to the anchor by games."""
     players = sorted({p.first for p in pairings} | {p.second for p in pairings})
     if anchor not in players:
         raise ValueError(f"the anchor {anchor!r} played no games")
-    ratings = {p: 0.0 for p in players}
-    fitted: dict[str, Rating] = {anchor: Rating(0.0, 0.0)}
-    for _ in range(rounds):
-        for player in players:
-            if player == anchor:
-                continue
-            fitted[player] = rate(_scores_of(player, pairings, ratings))
-            ratings[player] = fitted[player].rating
+    index = {name: i for i, name in enumerate(players)}
+    sides = []  # (player, opponent, games, the player's clipped points), each pairing from both sides
+    for p in pairings:
+        n = p.wins + p.losses + p.draws
+        if n:
+            first, second = Score(0.0, p.wins, p.losses, p.draws), Score(0.0, p.losses, p.wins, p.draws)
+            sides.append((index[p.first], index[p.second], n, _clipped_points(first)[0]))
+            sides.append((index[p.second], index[p.first], n, _clipped_points(second)[0]))
+    free = [i for i in range(len(players)) if i != index[anchor]]
+    ratings = np.zeros(len(players))
+    for _ in range(200):
+        excess, slope = np.zeros(len(players)), np.zeros((len(players), len(players)))
+        for i, j, n, points in sides:
+            e = expected_score(ratings[i], ratings[j])
+            excess[i] += points - n * e
+            slope[i, i] -= n * e * (1 - e) * _K
+            slope[i, j] += n * e * (1 - e) * _K
+        try:
+            step = np.linalg.solve(slope[np.ix_(free, free)], -excess[free])
+        except np.linalg.LinAlgError:
+            raise ValueError(f"some players are not joined to the anchor {anchor!r} by games") from None
+        ratings[free] += np.clip(step, -400.0, 400.0)
+        if np.max(np.abs(step)) < tolerance:
+            break
+    by_name = {name: float(ratings[index[name]]) for name in players}
+    fitted = {anchor: Rating(0.0, 0.0)}
+    for player in players:
+        if player != anchor:
+            fitted[player] = rate(_scores_of(player, pairings, by_name))
     return fitted
 
 
