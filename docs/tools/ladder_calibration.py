@@ -54,7 +54,7 @@ def schedule(names: list[str], args) -> list[tuple[str, str]]:
     return [tuple(pair.split(":", 1)) for pair in args.pairs.split(",")]  # type: ignore[misc]
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skills", type=int, nargs="*",
                         help="the rungs random, greedy, then sfS for each (default: the ladder's rungs)")
@@ -68,16 +68,22 @@ def main() -> None:
                         help="fit the ratings of JSON files written before (their pairings together)")
     parser.add_argument("--pairs", help="play only these pairings, e.g. greedy:sf-5,sf20:sf20n80k (with "
                                         "--refit: added to the files' pairings)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for pair in args.pairs.split(",") if args.pairs else []:
+        names = pair.split(":")
+        if len(names) != 2 or not all(n in ("random", "greedy") or fairy_settings(n) for n in names):
+            parser.error(f"--pairs {pair!r}: takes A:B,C:D,... of random, greedy, sfS or sfSnKk (e.g. sf20n80k)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     kept: list[Pairing] = []
     for path in args.refit or []:
         kept = merged(kept, [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]])
     names = [r.name for r in RUNGS] if args.skills is None else ["random", "greedy"] + [f"sf{s}" for s in args.skills]
     pairings = kept
     if args.pairs or not args.refit:
-        for pair in schedule(names, args):
-            if len(pair) != 2 or not all(pair):
-                sys.exit(f"ladder_calibration.py: error: --pairs {':'.join(pair)!r}: takes A:B,C:D,...")
         for round_ in range(args.rounds):
             for a, b in schedule(names, args):
                 pairings = merged(pairings, [play(a, b, round_, args)])
