@@ -159,6 +159,32 @@ def test_each_fairy_rung_is_named_by_its_settings_and_plays_them(monkeypatch):
     assert ladder.fairy_settings("greedy") is None and ladder.fairy_settings("sf20n80") is None
 
 
+def test_stronger_settings_rate_higher_up_to_full_strength():
+    fairy = [r for r in ladder.RUNGS if r.needs_engine]
+    for a in fairy:
+        for b in fairy:
+            if a != b and a.skill <= b.skill and a.nodes <= b.nodes:
+                assert a.rating < b.rating, (a, b)
+    top = ladder.RUNGS[-1]
+    assert top.skill == 20 and top.nodes > ladder.SF_NODES  # Skill Level 20 is full strength, then more nodes
+    assert ladder.rung("sf20").nodes == ladder.SF_NODES
+
+
+def test_ratings_at_the_top_of_the_ladder():
+    *_, below, top = ladder.RUNGS
+    # Even against both: halfway between them; a perfect score against the top: a bound above it, said so.
+    even = rate([Score(below.rating, 10, 10, 0), Score(top.rating, 10, 10, 0)])
+    assert even.rating == pytest.approx((below.rating + top.rating) / 2, abs=0.01) and not even.clipped
+    beyond = rate([Score(top.rating, 20, 0, 0)])
+    assert beyond.clipped and beyond.rating == pytest.approx(top.rating + elo_of_score(19.5 / 20), abs=0.01)
+    # A rating past the top (or just under it) meets the top rungs; one in the middle, the rungs around it.
+    assert nearest_rungs(beyond.rating, 3) == list(ladder.RUNGS[-3:])
+    middle = ladder.rung("sf7")
+    assert middle in nearest_rungs(middle.rating + 20, 3)
+    chosen = nearest_rungs(middle.rating + 20, 3)
+    assert chosen[0].rating < middle.rating + 20 < chosen[-1].rating
+
+
 def test_the_calibration_adds_a_pairings_games_to_it_either_way_round():
     merged = docs_tool("docs/tools/ladder_calibration.py").merged
     kept = [Pairing("a", "b", 3, 1, 0), Pairing("b", "c", 0, 4, 0)]

@@ -2,8 +2,9 @@
 
 Rungs, weakest first: uniform random (rating 0, the scale's anchor), the one-ply material-greedy
 player, then Debian's Fairy-Stockfish (a real USI engine no one here wrote) at rising Skill
-Levels with a fixed number of nodes per move (so a rung is as strong on a busy machine as on a
-quiet one). Each rung's rating was measured once by matches between the rungs (`fit_ratings`
+Levels up to 20 (full strength), then at full strength with more nodes, each with a fixed number
+of nodes per move (so a rung is as strong on a busy machine as on a quiet one; a rung's name says
+its settings, `fairy_settings`). Each rung's rating was measured once by matches between the rungs (`fit_ratings`
 over docs/tools/ladder_calibration.py's results; the table below says when and how many games).
 
 A player's rating on the ladder's scale is the maximum-likelihood rating given its results
@@ -54,12 +55,15 @@ class Rung:
         return self.kind == "fairy"
 
 
-# Measured with docs/tools/ladder_calibration.py on 2026-11-25: 16 pairings of 30 games (the
-# games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"). Fairy-
-# Stockfish 11.1 (Debian's) with 1 thread and 20,000 nodes a move: about 100 ms a move on the
-# project's 2-core CPU. 95% margins of the fit: sf-10 133, greedy 81, sf-5 82, sf-4 88, sf-3 95,
-# sf-2 87, sf0 112, sf2 249 (one pairing above it). Refitted on 2026-11-27 to convergence: the
-# fit of 2026-11-25 had stopped short, each rung some 9 Elo low.
+# Measured with docs/tools/ladder_calibration.py on 2026-11-25 (16 pairings of 30 games) and
+# 2026-11-27 (from sf0 up, 224 games more in rounds of 4), all fitted together to convergence
+# (the games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"; the
+# experiments 2026-11-25-ladder and 2026-11-27-ladder-to-skill-20). Fairy-Stockfish 11.1 (Debian's)
+# with 1 thread and 20,000 nodes a move (sf20n40k, sf20n80k: 40,000 and 80,000): about 100 ms a move
+# on the project's 2-core CPU.
+# 95% margins of the fit: sf-10 133, greedy 80, sf-5 82, sf-4 88, sf-3 95, sf-2 86, sf0 95, sf2
+# 97, sf4 111, sf5 127, sf7 122, sf20 119, sf20n40k 111, sf20n80k 141 (the top rung from games
+# below it only).
 SF_NODES = 20_000
 RUNGS: tuple[Rung, ...] = (
     Rung("random", "random", 0.0),
@@ -70,7 +74,13 @@ RUNGS: tuple[Rung, ...] = (
     Rung("sf-3", "fairy", 1454.0, skill=-3, nodes=SF_NODES),
     Rung("sf-2", "fairy", 1565.0, skill=-2, nodes=SF_NODES),
     Rung("sf0", "fairy", 1677.0, skill=0, nodes=SF_NODES),
-    Rung("sf2", "fairy", 2135.0, skill=2, nodes=SF_NODES),
+    Rung("sf2", "fairy", 2067.0, skill=2, nodes=SF_NODES),
+    Rung("sf4", "fairy", 2368.0, skill=4, nodes=SF_NODES),
+    Rung("sf5", "fairy", 2581.0, skill=5, nodes=SF_NODES),
+    Rung("sf7", "fairy", 2892.0, skill=7, nodes=SF_NODES),
+    Rung("sf20", "fairy", 3209.0, skill=20, nodes=SF_NODES),
+    Rung("sf20n40k", "fairy", 3532.0, skill=20, nodes=40_000),
+    Rung("sf20n80k", "fairy", 3743.0, skill=20, nodes=80_000),
 )
 _BY_NAME = {r.name: r for r in RUNGS}
 
