@@ -280,11 +280,12 @@ def _calibration_written(folder: Path, output: str) -> None:
 
 
 def _ladder_refitted(folder: Path, output: str) -> None:
-    """The refit of the kept games gives the ratings play/ladder.py holds."""
+    """The refit of the kept games gives the ratings play/ladder.py holds (the games also rate
+    settings played only to calibrate the rungs, e.g. one far above the top rung)."""
     from azshogi.play.ladder import RUNGS
 
     fitted = json.loads((folder / "fit.json").read_text())["ratings"]
-    assert {r.name: round(r.rating) for r in RUNGS} == {k: round(v["rating"]) for k, v in fitted.items()}, fitted
+    assert {r.name: round(r.rating) for r in RUNGS} == {r.name: round(fitted[r.name]["rating"]) for r in RUNGS}, fitted
 
 
 def _options_listed(folder: Path, output: str) -> None:
@@ -517,6 +518,15 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/ladder_calibration.py --refit docs/ladder-calibration.json --out fit.json":
         Run(fill=(("docs/ladder-calibration.json", str(ROOT / "docs" / "ladder-calibration.json")),),
             then=_ladder_refitted),
+    **{"python docs/tools/ladder_calibration.py --refit " + refit + " --pairs " + pairs + " --games 4 --rounds "
+       + rounds + " --out " + out: Check("the calibration of the rungs above Skill Level 2: an hour of Fairy-Stockfish "
+                                        "at 20,000-80,000 nodes a move; the tool runs smoke-sized above")
+       for refit, pairs, rounds, out in (
+           ("docs/ladder-calibration.json", "sf2:sf4,sf4:sf7,sf7:sf20,sf20:sf20n80k", "20", "run1.json"),
+           ("run1.json", "sf0:sf1,sf1:sf2,sf2:sf3,sf3:sf4,sf4:sf7,sf7:sf20,sf20:sf20n40k,sf20n40k:sf20n80k", "30",
+            "run2.json"),
+           ("run2.json", "sf0:sf2,sf2:sf4,sf4:sf5,sf5:sf7,sf7:sf20,sf20:sf20n40k,sf20n40k:sf20n80k", "30",
+            "run3.json"))},
     "azshogi run=myrun eval.ladder=3": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2",
                                                    "eval.anchors=[]"), then=_ladder_rated,
                                            needs="fairy-stockfish"),  # the lowest rungs: random, sf-10, greedy

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import docs_tool
 
 from azshogi.play import ladder
 from azshogi.play.elo import elo_of_score, estimate
 from azshogi.play.ladder import Pairing, Rung, Score, fit_ratings, nearest_rungs, play_ladder, rate
 from azshogi.play.players import RandomPlayer
+from azshogi.play.specs import make_player
 from azshogi.shogi.rules import Rules
 
 
@@ -69,6 +71,23 @@ def test_fitted_ratings_reproduce_a_known_scale():
         assert fitted[name].rating == pytest.approx(truth[name], abs=3.0)
 
 
+def test_a_long_ladder_is_fitted_to_its_end():
+    # A chain of 16 players 250 Elo apart, each playing only its neighbours (as the ladder's
+    # calibration does): the fit reaches the top (a fit stopped early leaves it hundreds short).
+    names = ["random"] + [f"p{i}" for i in range(1, 16)]
+    pairings = []
+    for low, high in zip(names, names[1:]):
+        wins = round(100 * ladder.expected_score(0.0, 250.0))
+        pairings.append(Pairing(low, high, wins, 100 - wins, 0))
+    fitted = fit_ratings(pairings)
+    step = 400.0 * math.log10((100 - wins) / wins)  # 252 Elo: the whole games' score
+    for i, name in enumerate(names):
+        assert fitted[name].rating == pytest.approx(step * i, abs=0.5)
+    assert fitted["p15"].margin > fitted["p1"].margin  # farther from the anchor, less sure
+    with pytest.raises(ValueError, match="not joined"):
+        fit_ratings(pairings + [Pairing("x", "y", 3, 1, 0)])
+
+
 def test_nearest_rungs_are_consecutive_and_around_the_rating():
     rungs = [Rung(f"r{i}", "random", 200.0 * i) for i in range(6)]
     assert [r.name for r in nearest_rungs(None, 3, rungs)] == ["r0", "r1", "r2"]
@@ -120,3 +139,54 @@ def test_a_missing_or_crashing_rung_is_left_out_with_a_note_and_the_others_are_p
                          say=notes.append)
     assert set(result.matches) == {"random"} and "failed" in result.skipped["crashing"]
     assert len(notes) == 1 and "crashing" in notes[0] and "during its match" in notes[0]
+
+
+def test_each_fairy_rung_is_named_by_its_settings_and_plays_them(monkeypatch):
+    started = []
+
+    class Recorder:  # stands in for the engine: what the rung would start and ask
+        def __init__(self, command, options, go, name):
+            started.append((options["Skill Level"], go, name))
+
+    monkeypatch.setattr(ladder, "UsiPlayer", Recorder)
+    monkeypatch.setattr(ladder, "find_engine", lambda command=ladder.FAIRY_STOCKFISH: "/usr/games/fairy-stockfish")
+    fairy = [r for r in ladder.RUNGS if r.needs_engine]
+    for r in fairy:
+        assert ladder.fairy_settings(r.name) == (r.skill, r.nodes)
+        make_player(f"ladder:{r.name}", rules=Rules())
+    assert started == [(str(r.skill), f"nodes {r.nodes}", r.name) for r in fairy]
+    assert ladder.fairy_settings("sf-3n5k") == (-3, 5000) and ladder.fairy_settings("sf3", 200) == (3, 200)
+    assert ladder.fairy_settings("greedy") is None and ladder.fairy_settings("sf20n80") is None
+
+
+def test_stronger_settings_rate_higher_up_to_full_strength():
+    fairy = [r for r in ladder.RUNGS if r.needs_engine]
+    for a in fairy:
+        for b in fairy:
+            if a != b and a.skill <= b.skill and a.nodes <= b.nodes:
+                assert a.rating < b.rating, (a, b)
+    top = ladder.RUNGS[-1]
+    assert top.skill == 20 and top.nodes > ladder.SF_NODES  # Skill Level 20 is full strength, then more nodes
+    assert ladder.rung("sf20").nodes == ladder.SF_NODES
+
+
+def test_ratings_at_the_top_of_the_ladder():
+    *_, below, top = ladder.RUNGS
+    # Even against both: halfway between them; a perfect score against the top: a bound above it, said so.
+    even = rate([Score(below.rating, 10, 10, 0), Score(top.rating, 10, 10, 0)])
+    assert even.rating == pytest.approx((below.rating + top.rating) / 2, abs=0.01) and not even.clipped
+    beyond = rate([Score(top.rating, 20, 0, 0)])
+    assert beyond.clipped and beyond.rating == pytest.approx(top.rating + elo_of_score(19.5 / 20), abs=0.01)
+    # A rating past the top (or just under it) meets the top rungs; one in the middle, the rungs around it.
+    assert nearest_rungs(beyond.rating, 3) == list(ladder.RUNGS[-3:])
+    middle = ladder.rung("sf7")
+    assert middle in nearest_rungs(middle.rating + 20, 3)
+    chosen = nearest_rungs(middle.rating + 20, 3)
+    assert chosen[0].rating < middle.rating + 20 < chosen[-1].rating
+
+
+def test_the_calibration_adds_a_pairings_games_to_it_either_way_round():
+    merged = docs_tool("docs/tools/ladder_calibration.py").merged
+    kept = [Pairing("a", "b", 3, 1, 0), Pairing("b", "c", 0, 4, 0)]
+    out = merged(kept, [Pairing("b", "a", 2, 1, 1), Pairing("c", "d", 1, 1, 0), Pairing("b", "c", 1, 0, 0)])
+    assert out == [Pairing("a", "b", 4, 3, 1), Pairing("b", "c", 1, 4, 0), Pairing("c", "d", 1, 1, 0)]

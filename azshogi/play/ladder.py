@@ -2,8 +2,9 @@
 
 Rungs, weakest first: uniform random (rating 0, the scale's anchor), the one-ply material-greedy
 player, then Debian's Fairy-Stockfish (a real USI engine no one here wrote) at rising Skill
-Levels with a fixed number of nodes per move (so a rung is as strong on a busy machine as on a
-quiet one). Each rung's rating was measured once by matches between the rungs (`fit_ratings`
+Levels up to 20 (full strength), then at full strength with more nodes, each with a fixed number
+of nodes per move (so a rung is as strong on a busy machine as on a quiet one; a rung's name says
+its settings, `fairy_settings`). Each rung's rating was measured once by matches between the rungs (`fit_ratings`
 over docs/tools/ladder_calibration.py's results; the table below says when and how many games).
 
 A player's rating on the ladder's scale is the maximum-likelihood rating given its results
@@ -19,11 +20,14 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
 
 from azshogi.play.arena import Openings, play_match
 from azshogi.play.players import GreedyPlayer, RandomPlayer, UsiPlayer
@@ -51,22 +55,32 @@ class Rung:
         return self.kind == "fairy"
 
 
-# Measured with docs/tools/ladder_calibration.py on 2026-11-25: 16 pairings of 30 games (the
-# games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"). Fairy-
-# Stockfish 11.1 (Debian's) with 1 thread and 20,000 nodes a move: about 100 ms a move on the
-# project's 2-core CPU. 95% margins of the fit: sf-10 132, greedy 81, sf-5 82, sf-4 88, sf-3 95,
-# sf-2 87, sf0 112, sf2 249 (one pairing above it).
+# Measured with docs/tools/ladder_calibration.py on 2026-11-25 (16 pairings of 30 games) and
+# 2026-11-27 (from sf0 up, 224 games more in rounds of 4), all fitted together to convergence
+# (the games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"; the
+# experiments 2026-11-25-ladder and 2026-11-27-ladder-to-skill-20). Fairy-Stockfish 11.1 (Debian's)
+# with 1 thread and 20,000 nodes a move (sf20n40k, sf20n80k: 40,000 and 80,000): about 100 ms a move
+# on the project's 2-core CPU.
+# 95% margins of the fit: sf-10 133, greedy 80, sf-5 82, sf-4 88, sf-3 95, sf-2 86, sf0 95, sf2
+# 97, sf4 111, sf5 127, sf7 122, sf20 119, sf20n40k 111, sf20n80k 141 (the top rung from games
+# below it only).
 SF_NODES = 20_000
 RUNGS: tuple[Rung, ...] = (
     Rung("random", "random", 0.0),
-    Rung("sf-10", "fairy", 600.0, skill=-10, nodes=SF_NODES),
-    Rung("greedy", "greedy", 953.0),
-    Rung("sf-5", "fairy", 989.0, skill=-5, nodes=SF_NODES),
-    Rung("sf-4", "fairy", 1192.0, skill=-4, nodes=SF_NODES),
-    Rung("sf-3", "fairy", 1444.0, skill=-3, nodes=SF_NODES),
-    Rung("sf-2", "fairy", 1556.0, skill=-2, nodes=SF_NODES),
-    Rung("sf0", "fairy", 1667.0, skill=0, nodes=SF_NODES),
-    Rung("sf2", "fairy", 2126.0, skill=2, nodes=SF_NODES),
+    Rung("sf-10", "fairy", 607.0, skill=-10, nodes=SF_NODES),
+    Rung("greedy", "greedy", 962.0),
+    Rung("sf-5", "fairy", 998.0, skill=-5, nodes=SF_NODES),
+    Rung("sf-4", "fairy", 1201.0, skill=-4, nodes=SF_NODES),
+    Rung("sf-3", "fairy", 1454.0, skill=-3, nodes=SF_NODES),
+    Rung("sf-2", "fairy", 1565.0, skill=-2, nodes=SF_NODES),
+    Rung("sf0", "fairy", 1677.0, skill=0, nodes=SF_NODES),
+    Rung("sf2", "fairy", 2067.0, skill=2, nodes=SF_NODES),
+    Rung("sf4", "fairy", 2368.0, skill=4, nodes=SF_NODES),
+    Rung("sf5", "fairy", 2581.0, skill=5, nodes=SF_NODES),
+    Rung("sf7", "fairy", 2892.0, skill=7, nodes=SF_NODES),
+    Rung("sf20", "fairy", 3209.0, skill=20, nodes=SF_NODES),
+    Rung("sf20n40k", "fairy", 3532.0, skill=20, nodes=40_000),
+    Rung("sf20n80k", "fairy", 3743.0, skill=20, nodes=80_000),
 )
 _BY_NAME = {r.name: r for r in RUNGS}
 
@@ -90,6 +104,31 @@ class EngineMissing(ValueError):
     """A rung needs Fairy-Stockfish and it is not installed."""
 
 
+_FAIRY_NAME = re.compile(r"sf(-?\d+)(?:n(\d+)k)?")
+
+
+def fairy_settings(name: str, nodes: int = SF_NODES) -> Optional[tuple[int, int]]:
+    """The Skill Level and nodes a move a Fairy-Stockfish rung's name stands for: `sfS` is Skill
+    Level S at `nodes` nodes a move, `sfSnKk` Skill Level S at K thousand (sf20n80k); None for
+    a name of neither form."""
+    found = _FAIRY_NAME.fullmatch(name)
+    if found is None:
+        return None
+    skill, thousands = found.groups()
+    return int(skill), int(thousands) * 1000 if thousands else nodes
+
+
+def fairy_player(skill: int, nodes: int, label: str, engine: str = FAIRY_STOCKFISH) -> UsiPlayer:
+    """Fairy-Stockfish at Skill Level `skill`, one thread, `nodes` nodes a move. Raises
+    EngineMissing without Fairy-Stockfish."""
+    path = find_engine(engine)
+    if path is None:
+        raise EngineMissing(f"ladder rung {label} needs Fairy-Stockfish, which is not installed "
+                            f"(apt-get install fairy-stockfish)")
+    return UsiPlayer(path, {"UCI_Variant": "shogi", "Threads": "1", "Skill Level": str(skill)},
+                     f"nodes {nodes}", label)
+
+
 def rung_player(name: str, seed: int = 0, options: Optional[dict] = None, label: Optional[str] = None,
                 engine: str = FAIRY_STOCKFISH):
     """A player for the rung `name` (player spec `ladder:NAME`); a rung is fixed, so it takes
@@ -102,12 +141,7 @@ def rung_player(name: str, seed: int = 0, options: Optional[dict] = None, label:
         return RandomPlayer(seed, label)
     if r.kind == "greedy":
         return GreedyPlayer(seed, label)
-    path = find_engine(engine)
-    if path is None:
-        raise EngineMissing(f"ladder rung {r.name} needs Fairy-Stockfish, which is not installed "
-                            f"(apt-get install fairy-stockfish)")
-    return UsiPlayer(path, {"UCI_Variant": "shogi", "Threads": "1", "Skill Level": str(r.skill)},
-                     f"nodes {r.nodes}", label)
+    return fairy_player(r.skill, r.nodes, label, engine)
 
 
 # --- ratings ---
@@ -187,20 +221,44 @@ class Pairing:
     draws: int
 
 
-def fit_ratings(pairings: Sequence[Pairing], anchor: str = "random", rounds: int = 200) -> dict[str, Rating]:
-    """Every player's rating from games among them (Bradley-Terry by maximum likelihood), with
-    `anchor` at 0: each round rates each player against the others' current ratings."""
+def fit_ratings(pairings: Sequence[Pairing], anchor: str = "random", tolerance: float = 1e-3) -> dict[str, Rating]:
+    """Every player's rating from games among them (Bradley-Terry by maximum likelihood, each
+    player's perfect or zero scores clipped as `rate` clips them), with `anchor` at 0: Newton's
+    method on all ratings at once until no rating moves by `tolerance` Elo; each player's margin
+    is `rate`'s against the others' fitted ratings. Raises ValueError when some player is not
+    joined to the anchor by games."""
     players = sorted({p.first for p in pairings} | {p.second for p in pairings})
     if anchor not in players:
         raise ValueError(f"the anchor {anchor!r} played no games")
-    ratings = {p: 0.0 for p in players}
-    fitted: dict[str, Rating] = {anchor: Rating(0.0, 0.0)}
-    for _ in range(rounds):
-        for player in players:
-            if player == anchor:
-                continue
-            fitted[player] = rate(_scores_of(player, pairings, ratings))
-            ratings[player] = fitted[player].rating
+    index = {name: i for i, name in enumerate(players)}
+    sides = []  # (player, opponent, games, the player's clipped points), each pairing from both sides
+    for p in pairings:
+        n = p.wins + p.losses + p.draws
+        if n:
+            first, second = Score(0.0, p.wins, p.losses, p.draws), Score(0.0, p.losses, p.wins, p.draws)
+            sides.append((index[p.first], index[p.second], n, _clipped_points(first)[0]))
+            sides.append((index[p.second], index[p.first], n, _clipped_points(second)[0]))
+    free = [i for i in range(len(players)) if i != index[anchor]]
+    ratings = np.zeros(len(players))
+    for _ in range(200):
+        excess, slope = np.zeros(len(players)), np.zeros((len(players), len(players)))
+        for i, j, n, points in sides:
+            e = expected_score(ratings[i], ratings[j])
+            excess[i] += points - n * e
+            slope[i, i] -= n * e * (1 - e) * _K
+            slope[i, j] += n * e * (1 - e) * _K
+        try:
+            step = np.linalg.solve(slope[np.ix_(free, free)], -excess[free])
+        except np.linalg.LinAlgError:
+            raise ValueError(f"some players are not joined to the anchor {anchor!r} by games") from None
+        ratings[free] += np.clip(step, -400.0, 400.0)
+        if np.max(np.abs(step)) < tolerance:
+            break
+    by_name = {name: float(ratings[index[name]]) for name in players}
+    fitted = {anchor: Rating(0.0, 0.0)}
+    for player in players:
+        if player != anchor:
+            fitted[player] = rate(_scores_of(player, pairings, by_name))
     return fitted
 
 

@@ -5,97 +5,136 @@ neighbouring rungs, then every rung's rating by maximum likelihood with uniform 
     python docs/tools/ladder_calibration.py --refit a.json --skills -10 -5 -2 0 --games 30 \
         --pairs greedy:sf-2,sf-5:sf-2,sf-2:sf0 --out b.json
 
-(docs/ladder-calibration.json is the ladder's: these two, then a third adding sf-4, sf-3, sf2.)
+(docs/ladder-calibration.json is the ladder's: these two, then a third adding sf-4, sf-3, sf2,
+then the rungs above sf2: docs/experiments/2026-11-27-ladder-to-skill-20.md.)
 
-Rungs: random, greedy, then Fairy-Stockfish at each Skill Level with the node limit. Each rung
-plays the next one and the one after it (`--games` each, colours alternating, from the start
-position with `--opening-plies` random plies, 256-ply limit). Prints each match and the ratings,
-and writes the pairings and ratings as JSON (`--out`), so a fit can be repeated without the
-games (`--refit FILE ...`), and further pairings added to them (`--pairs A:B,...`).
+Rungs: random, greedy, then Fairy-Stockfish named `sfS` (Skill Level S at `--nodes` nodes a
+move) or `sfSnKk` (Skill Level S at K thousand nodes a move: sf20n80k). Each rung plays the next
+one and the one after it (`--games` each, colours alternating, from the start position with
+`--opening-plies` random plies, 256-ply limit), or the pairings `--pairs A:B,...` name; `--rounds
+R` plays them all R times over (`--games` a pairing each round), so a run stopped early still has
+games for every pairing. Prints each match and the ratings, and writes the pairings and ratings as
+JSON (`--out`) after every match, so a fit can be repeated without the games (`--refit FILE ...`),
+and further pairings added to them (`--pairs`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import zlib
 from pathlib import Path
 
 from azshogi.play.arena import Openings, play_match
-from azshogi.play.ladder import RUNGS, SF_NODES, Pairing, find_engine, fit_ratings
-from azshogi.play.players import GreedyPlayer, RandomPlayer, UsiPlayer
+from azshogi.play.ladder import RUNGS, SF_NODES, EngineMissing, Pairing, fairy_player, fairy_settings, fit_ratings
+from azshogi.play.players import GreedyPlayer, Player, RandomPlayer
 from azshogi.shogi.rules import Rules
 
 
-def candidates(skills: list[int], nodes: int) -> list[tuple[str, callable]]:
-    engine = find_engine()
-    if engine is None and skills:
+def make_player(name: str, nodes: int, seed: int) -> Player:
+    """The player a rung's name stands for: random, greedy, sfS (at `nodes` nodes a move) or sfSnKk."""
+    if name == "random":
+        return RandomPlayer(seed)
+    if name == "greedy":
+        return GreedyPlayer(seed)
+    fairy = fairy_settings(name, nodes)
+    if fairy is None:
+        sys.exit(f"ladder_calibration.py: error: {name!r} is no rung: random, greedy, sfS or sfSnKk (e.g. sf20n80k)")
+    try:
+        return fairy_player(*fairy, name)
+    except EngineMissing:
         sys.exit("ladder_calibration.py: error: needs Fairy-Stockfish (apt-get install fairy-stockfish)")
-    rungs = [("random", lambda seed: RandomPlayer(seed)), ("greedy", lambda seed: GreedyPlayer(seed))]
-    for skill in skills:
-        rungs.append((f"sf{skill}", lambda seed, skill=skill: UsiPlayer(
-            engine, {"UCI_Variant": "shogi", "Threads": "1", "Skill Level": str(skill)}, f"nodes {nodes}",
-            f"sf{skill}")))
-    return rungs
 
 
-def main() -> None:
+def schedule(names: list[str], args) -> list[tuple[str, str]]:
+    """The pairings to play: --pairs, else each rung against the next --reach."""
+    if not args.pairs:
+        return [(names[i], names[j]) for i in range(len(names))
+                for j in range(i + 1, min(len(names), i + 1 + args.reach))]
+    return [tuple(pair.split(":", 1)) for pair in args.pairs.split(",")]  # type: ignore[misc]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skills", type=int, nargs="*", default=[r.skill for r in RUNGS if r.needs_engine])
+    parser.add_argument("--skills", type=int, nargs="*",
+                        help="the rungs random, greedy, then sfS for each (default: the ladder's rungs)")
     parser.add_argument("--nodes", type=int, default=SF_NODES, help="Fairy-Stockfish's nodes per move")
-    parser.add_argument("--games", type=int, default=30, help="games per pairing")
+    parser.add_argument("--games", type=int, default=30, help="games per pairing (per round)")
+    parser.add_argument("--rounds", type=int, default=1, help="play the pairings this many times over")
     parser.add_argument("--reach", type=int, default=2, help="each rung plays the next REACH rungs")
     parser.add_argument("--opening-plies", type=int, default=4)
     parser.add_argument("--out", default="ladder-calibration.json")
     parser.add_argument("--refit", nargs="+", metavar="FILE",
                         help="fit the ratings of JSON files written before (their pairings together)")
-    parser.add_argument("--pairs", help="play only these pairings, e.g. greedy:sf-5,greedy:sf-7 (with "
+    parser.add_argument("--pairs", help="play only these pairings, e.g. greedy:sf-5,sf20:sf20n80k (with "
                                         "--refit: added to the files' pairings)")
-    args = parser.parse_args()
-    pairings = []
+    args = parser.parse_args(argv)
+    for pair in args.pairs.split(",") if args.pairs else []:
+        names = pair.split(":")
+        if len(names) != 2 or not all(n in ("random", "greedy") or fairy_settings(n) for n in names):
+            parser.error(f"--pairs {pair!r}: takes A:B,C:D,... of random, greedy, sfS or sfSnKk (e.g. sf20n80k)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    kept: list[Pairing] = []
     for path in args.refit or []:
-        pairings += [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]]
+        kept = merged(kept, [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]])
+    names = [r.name for r in RUNGS] if args.skills is None else ["random", "greedy"] + [f"sf{s}" for s in args.skills]
+    pairings = kept
     if args.pairs or not args.refit:
-        pairings += play(candidates(args.skills, args.nodes), args)
-    ratings = fit_ratings(pairings)
+        for round_ in range(args.rounds):
+            for a, b in schedule(names, args):
+                pairings = merged(pairings, [play(a, b, round_, args)])
+                write(args, pairings)
+    ratings = write(args, pairings)
     for name, r in sorted(ratings.items(), key=lambda kv: kv[1].rating):
         print(f"{name:>8}: {r.rating:7.1f} +/- {r.margin:.1f}{'  (a perfect score clipped)' if r.clipped else ''}")
+    print(f"wrote {args.out}")
+
+
+def merged(pairings: list[Pairing], more: list[Pairing]) -> list[Pairing]:
+    """`pairings` with `more` added: the games of a pairing already there (A:B, or B:A with
+    the results turned round) added to it, a new pairing at the end."""
+    out = list(pairings)
+    for p in more:
+        for i, q in enumerate(out):
+            if (q.first, q.second) == (p.first, p.second):
+                out[i] = Pairing(q.first, q.second, q.wins + p.wins, q.losses + p.losses, q.draws + p.draws)
+                break
+            if (q.first, q.second) == (p.second, p.first):
+                out[i] = Pairing(q.first, q.second, q.wins + p.losses, q.losses + p.wins, q.draws + p.draws)
+                break
+        else:
+            out.append(p)
+    return out
+
+
+def write(args, pairings: list[Pairing]) -> dict:
+    """Fits the ratings of `pairings` and writes both to --out; returns the ratings (none while
+    no pairing joins uniform random, the scale's anchor)."""
+    ratings = fit_ratings(pairings) if any("random" in (p.first, p.second) for p in pairings) else {}
     Path(args.out).write_text(json.dumps({
         "nodes": args.nodes, "games": args.games,
         "pairings": [vars(p) for p in pairings],
         "ratings": {k: {"rating": round(v.rating, 1), "margin": round(v.margin, 1), "clipped": v.clipped}
                     for k, v in ratings.items()}}, indent=1))
-    print(f"wrote {args.out}")
+    return ratings
 
 
-def schedule(rungs, args) -> list[tuple[int, int]]:
-    """Index pairs of the rungs to play: --pairs, else each rung against the next --reach."""
-    if not args.pairs:
-        return [(i, j) for i in range(len(rungs)) for j in range(i + 1, min(len(rungs), i + 1 + args.reach))]
-    index = {name: i for i, (name, _) in enumerate(rungs)}
-    out = []
-    for pair in args.pairs.split(","):
-        a, _, b = pair.partition(":")
-        if a not in index or b not in index:
-            sys.exit(f"ladder_calibration.py: error: --pairs {pair!r}: the rungs are {', '.join(index)}")
-        out.append((index[a], index[b]))
-    return out
-
-
-def play(rungs, args) -> list[Pairing]:
-    rules = Rules(max_plies=256)
-    pairings = []
-    for i, j in schedule(rungs, args):
-        (name_a, make_a), (name_b, make_b) = rungs[i], rungs[j]
-        a, b = make_a(2 * i), make_b(2 * j + 1)
-        try:
-            match = play_match(a, b, args.games, openings=Openings(f"random:{args.opening_plies}", i * 100 + j),
-                               rules=rules, in_flight=args.games, progress=False)
-        finally:
-            a.close()
-            b.close()
-        print(match.summary_lines()[0], flush=True)
-        pairings.append(Pairing(name_a, name_b, match.wins, match.losses, match.draws))
-    return pairings
+def play(name_a: str, name_b: str, round_: int, args) -> Pairing:
+    """--games games between two rungs (colours alternating), openings seeded by the pair and round."""
+    a, b = make_player(name_a, args.nodes, 1), make_player(name_b, args.nodes, 2)
+    seed = zlib.crc32(f"{name_a}:{name_b}".encode()) + round_
+    try:
+        match = play_match(a, b, args.games, openings=Openings(f"random:{args.opening_plies}", seed),
+                           rules=Rules(max_plies=256), in_flight=args.games, progress=False)
+    finally:
+        a.close()
+        b.close()
+    print(match.summary_lines()[0], flush=True)
+    return Pairing(name_a, name_b, match.wins, match.losses, match.draws)
 
 
 if __name__ == "__main__":
