@@ -110,6 +110,21 @@ def run_main(capsys, monkeypatch, program: str, main, args: list[str]) -> tuple[
     return code, out, err
 
 
+def play_games(cfg, games: int):
+    """The first `games` games that `cfg`'s self-play finishes (its driver built as a run builds
+    it, then closed), and the driver's totals."""
+    from azshogi.train.loop import build_components
+
+    parts = build_components(cfg)
+    try:
+        finished: list = []
+        for game in parts.selfplay.play(until=lambda: len(finished) >= games):
+            finished.append(game)
+        return finished, parts.selfplay.totals()
+    finally:
+        parts.selfplay.close()
+
+
 @pytest.fixture
 def tiny_config(tmp_path):
     """make(extra overrides...) -> validated Config writing under tmp_path."""

@@ -200,3 +200,9 @@ class RecordingLoop(Loop):
         path = super().save(partial, games)
         self.written[path.name] = loop_state(self)
         return path
+
+
+def run_config(base: Config, root: Path, run: str, resume: str = "") -> Config:
+    """`base` for run `run` with its checkpoints and logs under `root` (and `resume=` if given)."""
+    return replace(base, run=run, checkpoint_root=str(root / "checkpoints"), log_root=str(root / "logs"),
+                   resume=resume)

@@ -5,7 +5,7 @@ resume: test_resume.py.)"""
 import cshogi
 import numpy as np
 import pytest
-from conftest import compose_config, replay_window, uniform_evaluator
+from conftest import compose_config, play_games, replay_window, uniform_evaluator
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_features import random_positions
 from test_search_batched import make, rowwise_network
@@ -15,7 +15,7 @@ from azshogi.search import GumbelSearch, PuctSearch, ThreadedSearch
 from azshogi.selfplay import in_progress
 from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.shogi.rules import Rules
-from azshogi.train.loop import build_components, train
+from azshogi.train.loop import train
 
 
 def same_search(a, i, b, j):
@@ -179,14 +179,7 @@ def test_the_cheap_count_is_free_while_playout_caps_are_off():
 
 def test_playout_caps_reach_the_worker_processes(tiny_config):
     cfg = tiny_config("selfplay.num_workers=1", "selfplay.cheap_search_prob=0.5", "selfplay.cheap_simulations=1")
-    parts = build_components(cfg)
-    try:
-        finished = []
-        for game in parts.selfplay.play(until=lambda: len(finished) >= 3):
-            finished.append(game)
-        counters = parts.selfplay.totals()
-    finally:
-        parts.selfplay.close()
+    finished, counters = play_games(cfg, 3)
     assert all(len(g.positions) < g.length for g in finished)
     assert 0 < counters.cheap_moves < counters.moves
 

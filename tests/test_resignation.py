@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import cshogi
 import numpy as np
 import pytest
-from conftest import FunctionEvaluator, compose_config
+from conftest import FunctionEvaluator, compose_config, play_games
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_training_targets import HELPMATE
 
@@ -191,20 +191,11 @@ def test_the_counts_reach_tensorboard(tmp_path):
 
 
 def test_the_counts_come_back_from_the_worker_processes(tiny_config):
-    from azshogi.train.loop import build_components
-
     # A random network's win rates stay near 0.5: after the random opening's k plies, the side to
     # move resigns at its second move (ply k + 2) unless the game is played out.
     cfg = tiny_config("selfplay.num_workers=1", "selfplay.resign_threshold=0.9", "selfplay.resign_moves=2",
                       "selfplay.resign_playout_share=0.5", "rules.max_plies=12", "selfplay.opening_random_plies=3")
-    parts = build_components(cfg)
-    try:
-        finished = []
-        for game in parts.selfplay.play(until=lambda: len(finished) >= 10):
-            finished.append(game)
-        totals = parts.selfplay.totals()
-    finally:
-        parts.selfplay.close()
+    finished, totals = play_games(cfg, 10)
     resigned = [g for g in finished if g.record.termination == Termination.RESIGN]
     assert resigned
     for game in resigned:

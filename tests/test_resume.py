@@ -22,6 +22,7 @@ from resume_helpers import (
     checkpoint_state,
     games_of_driver,
     load_loop,
+    run_config,
 )
 
 from azshogi.config import to_config
@@ -42,8 +43,7 @@ def base_config():
 
 
 def config(root: Path, run: str, resume: str = ""):
-    return replace(base_config(), run=run, checkpoint_root=str(root / "checkpoints"), log_root=str(root / "logs"),
-                   resume=resume)
+    return run_config(base_config(), root, run, resume)
 
 
 @pytest.fixture(scope="module")

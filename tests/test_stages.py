@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY, compose_config
-from resume_helpers import RecordingLoop, assert_continues
+from resume_helpers import RecordingLoop, assert_continues, run_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from azshogi.config import ConfigError, LrSchedule, to_config
@@ -103,8 +103,7 @@ def staged_config():
 
 
 def config(root: Path, run: str, resume: str = ""):
-    return replace(staged_config(), run=run, checkpoint_root=str(root / "checkpoints"), log_root=str(root / "logs"),
-                   resume=resume)
+    return run_config(staged_config(), root, run, resume)
 
 
 @pytest.fixture(scope="module")
