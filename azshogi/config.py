@@ -6,6 +6,7 @@ receives these dataclasses (via `to_config`), never a raw DictConfig.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
@@ -62,6 +63,9 @@ class ModelConfig:
     blocks: int = 5  # residual blocks
     channels: int = 64  # convolution channels
     value_hidden: int = 256  # width of the value head's hidden layer
+    # a second policy head trained on the opponent's reply (KataGo's auxiliary target; weighed by
+    # train.opponent_policy_weight): part of the network's shape, unused in play
+    opponent_policy: bool = False
 
 
 @dataclass
@@ -169,6 +173,8 @@ class TrainConfig:
     value_loss: ValueLoss = ValueLoss.bce
     value_loss_weight: float = 1.0
     value_target_root_weight: float = 0.0  # 0 = game result only; 1 = search root value only
+    # the opponent-policy head's loss weight (model.opponent_policy; KataGo's 0.15)
+    opponent_policy_weight: float = 0.15
     # each sampled position is trained on as its mirror image (files reflected) with probability
     # 1/2: the rules are symmetric, so every position teaches its mirror image too
     mirror: bool = False
@@ -384,6 +390,8 @@ def validate(cfg: Config) -> Config:
     _check(0 <= t.min_lr_ratio <= 1, "train.min_lr_ratio", "must be in [0, 1]", t.min_lr_ratio)
     _check(t.grad_clip >= 0, "train.grad_clip", "must be >= 0 (0 = off)", t.grad_clip)
     _check(t.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0", t.value_loss_weight)
+    _check(0 <= t.opponent_policy_weight < math.inf, "train.opponent_policy_weight",
+           "must be a finite number >= 0 (used with model.opponent_policy=true)", t.opponent_policy_weight)
     _check(0 <= t.value_target_root_weight <= 1, "train.value_target_root_weight",
            "must be in [0, 1]", t.value_target_root_weight)
     _check(t.max_consecutive_skips >= 1, "train.max_consecutive_skips", "must be >= 1", t.max_consecutive_skips)

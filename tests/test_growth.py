@@ -1,5 +1,5 @@
-"""nn/growth.py: the grown network computes the old one's policy and value on real positions, its
-copied channels part after a step, it trains, and it never shrinks."""
+"""nn/growth.py: the grown network computes the old one's policy and value (and opponent policy)
+on real positions, its copied channels part after a step, it trains, and it never shrinks."""
 import cshogi
 import numpy as np
 import pytest
@@ -53,16 +53,17 @@ def _sgd_step(net, batch, lr=0.05) -> float:
     loss.backward()
     with torch.no_grad():
         for p in net.parameters():
-            p -= lr * p.grad
+            if p.grad is not None:  # the opponent head's: forward leaves it out
+                p -= lr * p.grad
     return loss.item()
 
 
 @pytest.fixture
 def old_net(batch):
-    """A 1x8 net trained a few steps, so that its weights and batch-norm statistics are not the
-    initial ones; in eval mode."""
+    """A 1x8 net with the opponent-policy head, trained a few steps, so that its weights and
+    batch-norm statistics are not the initial ones; in eval mode."""
     torch.manual_seed(3)
-    net = PolicyValueNet(1, 8, 16)
+    net = PolicyValueNet(1, 8, 16, opponent_policy=True)
     for _ in range(3):
         _sgd_step(net, batch)
     return net.eval()
@@ -72,16 +73,17 @@ def old_net(batch):
 def test_grown_net_gives_the_old_policy_and_value(old_net, batch, blocks, channels):
     x1, x2, _, _ = batch
     grown = grow(old_net, blocks, channels, torch.Generator().manual_seed(0))
-    assert grown.shape() == {"blocks": blocks, "channels": channels, "value_hidden": 16}
+    assert grown.shape() == {"blocks": blocks, "channels": channels, "value_hidden": 16, "opponent_policy": True}
     assert not grown.training
     with torch.no_grad():
         for train_mode in (False, True):  # batch statistics too: copies share them
             old_net.train(train_mode), grown.train(train_mode)
-            (p_old, v_old), (p_new, v_new) = old_net(x1, x2), grown(x1, x2)
+            (p_old, v_old, o_old), (p_new, v_new, o_new) = old_net.heads(x1, x2), grown.heads(x1, x2)
             assert torch.allclose(p_new, p_old, atol=1e-5) and torch.allclose(v_new, v_old, atol=1e-5)
-        assert p_old.std() > 0.1 and v_old.std() > 0.01  # the nets say something position-dependent
+            assert torch.allclose(o_new, o_old, atol=1e-5)
+        assert p_old.std() > 0.1 and v_old.std() > 0.01 and o_old.std() > 0.01  # position-dependent
     old_net.eval(), grown.eval()
-    # The inference form (batch norm folded, channels_last) of the grown net agrees too.
+    # The inference form (batch norm folded, channels_last; no opponent head) of the grown net agrees too.
     device = torch.device("cpu")
     (p_old, v_old), (p_new, v_new) = InferenceNet(old_net, device)(x1, x2), InferenceNet(grown, device)(x1, x2)
     assert torch.allclose(p_new, p_old, atol=1e-5) and torch.allclose(v_new, v_old, atol=1e-5)

@@ -12,7 +12,8 @@ al. 2016) of a `PolicyValueNet` to more residual blocks and/or more channels.
   positive shares that sum to 1 (per weight), so the function is preserved while the copies,
   weighted differently downstream, get different gradients and part ways.
 
-`value_hidden` is unchanged. The grown network is a plain `PolicyValueNet` on the input's device,
+`value_hidden` is unchanged, and so is whether the network has the opponent-policy head (grown
+as policy_conv is). The grown network is a plain `PolicyValueNet` on the input's device,
 dtype and memory format, in the input's train/eval mode; its optimizer state starts afresh (the
 parameters are new tensors).
 """
@@ -42,7 +43,7 @@ def grow(model: PolicyValueNet, blocks: int, channels: int,
     first = model.stem1.weight
     old = {k: v.detach().to("cpu", torch.float64) for k, v in model.state_dict().items()}
     with torch.random.fork_rng(devices=[]):  # building the new net leaves torch's global stream alone
-        grown = PolicyValueNet(blocks, channels, model.value_hidden).to(torch.float64)
+        grown = PolicyValueNet(blocks, channels, model.value_hidden, model.opponent_policy).to(torch.float64)
     new = grown.state_dict()
     stream = _mapping(model.channels, channels, generator)
     _copy_stem(old, new, stream)
@@ -51,10 +52,11 @@ def grow(model: PolicyValueNet, blocks: int, channels: int,
         _copy_block(old, new, f"tower.{b}.", stream, inner, generator)
     for b in range(model.blocks, blocks):
         _identity_block(cast(ResidualBlock, grown.tower[b]), generator)
-    for head in ("policy_conv", "value_conv"):
+    heads = ("policy_conv", "value_conv") + (("opponent_conv",) if model.opponent_policy else ())
+    for head in heads:
         new[f"{head}.weight"].copy_(_split_inputs(old[f"{head}.weight"], stream, generator))
     for name in new:
-        if name.startswith(("policy_conv.bias", "value_bn.", "value_fc1.", "value_fc2.")):
+        if name.startswith(("policy_conv.bias", "opponent_conv.bias", "value_bn.", "value_fc1.", "value_fc2.")):
             new[name].copy_(old[name])
     grown = grown.to(first.device, first.dtype)
     if first.is_contiguous(memory_format=torch.channels_last) and not first.is_contiguous():

@@ -14,6 +14,11 @@ the start position is not, its rook and bishop swap sides). The mirror image of 
 its feature planes flipped along the file axis (axis -2 of a (.., 9, 9) plane; pieces in hand
 and check are unchanged) and each move's label mapped by `MIRROR_LABELS`: the square mirrored
 and the leftward and rightward directions swapped.
+
+The opponent's frame: a label is from its mover's view (for White every square is turned 180
+degrees). `OPPONENT_LABELS` turns a label of the opponent's move into the side to move's board:
+the square turned 180 degrees, the direction kept as the opponent moves (UP is towards the side
+to move). It is an involution and commutes with MIRROR_LABELS.
 """
 from __future__ import annotations
 
@@ -67,6 +72,8 @@ def _mirror_label_table() -> np.ndarray:
 
 
 MIRROR_LABELS = _mirror_label_table()
+# label of a move from its mover's view -> its destination square from the other side's view
+OPPONENT_LABELS = ((np.arange(NUM_LABELS) // 81) * 81 + 80 - np.arange(NUM_LABELS) % 81).astype(np.int64)
 
 
 def mirror_planes(planes: np.ndarray) -> np.ndarray:

@@ -17,7 +17,8 @@ the host sends the slots (one small copy from pinned memory) and knows the batch
 policy entries from its own arrays, so nothing is read back from the device. The planes expand
 on the device (nn/leaf_network.expand_planes, as the inference server's do), the mirror images
 are made there (planes flipped along the files, labels mapped by features.MIRROR_LABELS), and
-the dense policy targets are scattered there.
+the dense policy targets are scattered there; the opponent's replies too (the host's
+ReplayBuffer.next_positions says which slots hold them, the labels are mapped there).
 
 `train.replay_window`: `device` keeps this copy; `host` assembles each batch on the CPU
 (ReplayBuffer.sample); `auto` is `device` on CUDA when the window takes at most a quarter of the
@@ -65,6 +66,7 @@ class DeviceReplay:
         self.buffer, self.device = buffer, device
         self.table = bit_table(device)
         self.mirror_labels = torch.from_numpy(features.MIRROR_LABELS).to(device)
+        self.opponent_labels = torch.from_numpy(features.OPPONENT_LABELS).to(device)
         self._board = cshogi.Board()  # decodes the positions as they arrive
         self._allocated = -1  # the buffer's allocation this copy follows
         self._end = self._entry_end = 0  # positions and policy entries copied, absolute indices
@@ -115,34 +117,57 @@ class DeviceReplay:
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
         return to_device(array, self.device)
 
-    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False) -> Batch:
+    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False,
+               opponent: bool = False) -> Batch:
         """ReplayBuffer.sample's positions and mirror images (the same draws from `rng`)."""
-        return self.gather(*self.buffer.draw(batch_size, rng, mirror))
+        return self.gather(*self.buffer.draw(batch_size, rng, mirror), opponent=opponent)
 
-    def gather(self, slots: np.ndarray, mirrored: np.ndarray | None = None) -> Batch:
+    def gather(self, slots: np.ndarray, mirrored: np.ndarray | None = None, opponent: bool = False) -> Batch:
         """ReplayBuffer.gather on the device: the positions in ring `slots` (B,), `mirrored`
-        (B,) bool the rows given as their mirror images. Refreshes the copy first if the buffer
-        changed; then no host synchronisation."""
+        (B,) bool the rows given as their mirror images, with `opponent` the opponent's replies.
+        Refreshes the copy first if the buffer changed; then no host synchronisation."""
         self.refresh()
         n = len(slots)
-        entries = int(self.buffer.entry_count[slots].sum())  # known on the host: no read-back
-        code = np.asarray(slots, np.int64) * 2
-        if mirrored is not None:
-            code += mirrored
+        slots = np.asarray(slots, np.int64)
+        flip_h = np.zeros(n, bool) if mirrored is None else np.asarray(mirrored, bool)
+        # One transfer: slot * 2 + mirrored, and with `opponent` the slots of the next positions
+        # after them (-1 where there is none: its row's weight 0).
+        code = slots * 2 + flip_h
+        if opponent:
+            after, has = self.buffer.next_positions(slots)
+            code = np.concatenate([code, np.where(has, after, -1)])
         code_d = self._to_device(code)
-        s, flip = code_d >> 1, (code_d & 1).bool()
+        s = code_d[:n] >> 1
+        flip = None if mirrored is None else (code_d[:n] & 1).bool()
         x1, x2 = expand_planes(self.packed[s], self.table)
+        if flip is not None:
+            x1 = torch.where(flip[:, None, None, None], x1.flip(-2), x1)
+        policy = self._policies(s, flip, None, int(self.buffer.entry_count[slots].sum()))
+        batch = Batch(x1, x2, policy, self.results[s].float(), self.root_values[s].float())
+        if opponent:
+            has_d = code_d[n:] >= 0
+            s_after = code_d[n:].clamp_min(0)
+            entries = int(self.buffer.entry_count[after[has]].sum())  # known on the host: no read-back
+            batch.opponent_policy = self._policies(s_after, flip, has_d, entries)[:, self.opponent_labels]
+            batch.opponent_weight = has_d.float()
+        return batch
+
+    def _policies(self, s: torch.Tensor, flip: torch.Tensor | None, keep: torch.Tensor | None,
+                  entries: int) -> torch.Tensor:
+        """(B, 2187) float32 on the device: the normalised policy targets of ring slots `s`, rows
+        `flip` mirrored, rows not `keep` zero; `entries`: their number of policy entries."""
+        n = len(s)
         counts = self.entry_count[s].long()
+        if keep is not None:
+            counts = torch.where(keep, counts, 0)
         rows = torch.repeat_interleave(torch.arange(n, device=self.device), counts, output_size=entries)
         first = torch.cumsum(counts, 0) - counts  # each row's first entry in the batch
         # entry i of row r: the row's start in the ring, plus i - first[r]
         where = (torch.arange(entries, device=self.device) + (self.entry_start[s] - first)[rows]) \
             % self.buffer.entry_capacity
         labels = self.labels[where].long()
-        if mirrored is not None:
-            x1 = torch.where(flip[:, None, None, None], x1.flip(-2), x1)
+        if flip is not None:
             labels = torch.where(flip[rows], self.mirror_labels[labels], labels)
         policy = torch.zeros((n, features.NUM_LABELS), dtype=torch.float32, device=self.device)
         policy.view(-1).index_add_(0, rows * features.NUM_LABELS + labels, self.probs[where].float())
-        policy /= policy.sum(dim=1, keepdim=True).clamp_min(1e-12)
-        return Batch(x1, x2, policy, self.results[s].float(), self.root_values[s].float())
+        return policy / policy.sum(dim=1, keepdim=True).clamp_min(1e-12)

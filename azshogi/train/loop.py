@@ -395,7 +395,7 @@ class Loop:
         loss: dict[str, str] = {}
         with self.clock.phase("train"):
             while c.phase_steps < steps and not self.stop_requested:
-                batch = batches.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror)
+                batch = batches.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror, self.trainer.opponent)
                 self.trainer.step(batch)
                 c.phase_steps += 1
                 c.train_steps += 1
@@ -436,11 +436,13 @@ class Loop:
         rate = sp.moves / sp.seconds if sp.seconds else float("nan")
         g = max(1, sp.games)
         cheap = f" ({sp.play.cheap_moves / sp.moves:.0%} cheap)" if sp.play.cheap_moves else ""
+        opponent = tr.mean_opponent_policy_loss
         self.monitor.say(
             f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} (+{sp.games}, mean length "
             f"{sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/{sp.white_wins / g:.0%}/{sp.draws / g:.0%}"
             f"{sp.resign_words()}) | "
-            f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f} | "
+            f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f}"
+            + (f" opponent policy {opponent:.3f}" if opponent is not None else "") + " | "
             f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
             + (f" | {sp.driver.line}" if sp.driver.line else ""))
         if stage:

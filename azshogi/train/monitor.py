@@ -49,6 +49,7 @@ LAYOUT = {
     "losses (train/)": {
         "policy loss": ["Multiline", [r"^train/policy_loss$"]],
         "value loss": ["Multiline", [r"^train/value_loss$"]],
+        "opponent-policy loss (model.opponent_policy)": ["Multiline", [r"^train/opponent_policy_loss$"]],
     },
     "self-play (selfplay/, perf/)": {
         "how games end (share of a phase's games)": ["Multiline", [r"^selfplay/termination_rate/"]],
@@ -206,6 +207,8 @@ class Monitor:
         if not metrics.skipped:
             w.add_scalar("train/policy_loss", metrics.policy_loss, step)
             w.add_scalar("train/value_loss", metrics.value_loss, step)
+            if metrics.opponent_policy_loss is not None:
+                w.add_scalar("train/opponent_policy_loss", metrics.opponent_policy_loss, step)
             w.add_scalar("train/policy_entropy", metrics.policy_entropy, step)
             w.add_scalar("train/grad_norm", metrics.grad_norm, step)
         w.add_scalar("train/learning_rate", metrics.lr, step)

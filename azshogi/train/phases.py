@@ -106,6 +106,7 @@ class TrainPhaseStats:
     skipped: int = 0
     policy_loss_sum: float = 0.0
     value_loss_sum: float = 0.0
+    opponent_policy_loss_sum: Optional[float] = None  # with model.opponent_policy
     seconds: float = 0.0
 
     def add(self, metrics) -> None:
@@ -116,6 +117,8 @@ class TrainPhaseStats:
             return
         self.policy_loss_sum += metrics.policy_loss
         self.value_loss_sum += metrics.value_loss
+        if metrics.opponent_policy_loss is not None:
+            self.opponent_policy_loss_sum = (self.opponent_policy_loss_sum or 0.0) + metrics.opponent_policy_loss
 
     @property
     def mean_policy_loss(self) -> float:
@@ -124,6 +127,11 @@ class TrainPhaseStats:
     @property
     def mean_value_loss(self) -> float:
         return self._mean(self.value_loss_sum)
+
+    @property
+    def mean_opponent_policy_loss(self) -> Optional[float]:
+        """None when no step trained the opponent-policy head."""
+        return None if self.opponent_policy_loss_sum is None else self._mean(self.opponent_policy_loss_sum)
 
     def _mean(self, total: float) -> float:
         done = self.steps - self.skipped

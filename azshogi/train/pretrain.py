@@ -131,7 +131,7 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
         loss: dict[str, str] = {}
         try:
             for step in range(1, p.steps + 1):
-                trainer.step(train.sample(cfg.train.batch_size, run.train_rng, cfg.train.mirror))
+                trainer.step(train.sample(cfg.train.batch_size, run.train_rng, cfg.train.mirror, trainer.opponent))
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
                 if c.train_steps % cfg.train.log_every == 0:

@@ -36,13 +36,20 @@ ENTRIES_PER_POSITION = 64
 class Batch:
     """features1 (B, 62, 9, 9), features2 (B, 57, 9, 9), policy (B, 2187) target distribution,
     result (B,) in {-1, 0, 1}, root_value (B,) in [-1, 1]; all float32, numpy arrays (from this
-    buffer) or tensors on the training device (from train/device_replay.py)."""
+    buffer) or tensors on the training device (from train/device_replay.py).
+
+    Asked for (`opponent=True`, model.opponent_policy): opponent_policy (B, 2187), the policy
+    target of the position after each one in its game (the opponent's reply), turned into the
+    side to move's board (features.OPPONENT_LABELS), and opponent_weight (B,), 1 where that
+    position is in the window and 0 where it is not (its row of opponent_policy is then 0)."""
 
     features1: Any
     features2: Any
     policy: Any
     result: Any
     root_value: Any
+    opponent_policy: Any = None
+    opponent_weight: Any = None
 
 
 class ReplayBuffer:
@@ -158,6 +165,18 @@ class ReplayBuffer:
             raise ValueError("the replay buffer is empty")
         return (self.begin + rng.integers(0, len(self), size=batch_size)) % self.capacity
 
+    def next_positions(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The opponent's reply to each position in ring `slots` (B,): the ring slots of the
+        positions after them, and (B,) bool whether that is the next position of the same game.
+        A game's positions are stored one after another, so it is the next slot when that is in
+        the window and holds the same game at the next ply; not at a game's end, the window's
+        end, or a gap (a ply not recorded: a cheap search, a random opening ply)."""
+        slots = np.asarray(slots, np.int64)
+        after = (slots + 1) % self.capacity
+        index = self.begin + (slots - self.begin) % self.capacity  # the positions' absolute indices
+        same = (self.game_ids[after] == self.game_ids[slots]) & (self.plies[after] == self.plies[slots] + 1)
+        return after, (index + 1 < self.end) & same
+
     def draw(self, batch_size: int, rng: np.random.Generator,
              mirror: bool = False) -> tuple[np.ndarray, Optional[np.ndarray]]:
         """A minibatch's ring slots, uniform over the window, and with `mirror` the rows to give
@@ -165,28 +184,44 @@ class ReplayBuffer:
         slots = self.sample_indices(batch_size, rng)
         return slots, rng.random(batch_size) < 0.5 if mirror else None
 
-    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False) -> Batch:
+    def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False,
+               opponent: bool = False) -> Batch:
         """A minibatch drawn uniformly from the window (`draw`), as a training batch."""
-        return self.gather(*self.draw(batch_size, rng, mirror))
+        return self.gather(*self.draw(batch_size, rng, mirror), opponent=opponent)
 
-    def gather(self, slots: np.ndarray, mirrored: Optional[np.ndarray] = None) -> Batch:
+    def gather(self, slots: np.ndarray, mirrored: Optional[np.ndarray] = None, opponent: bool = False) -> Batch:
         """The positions in `slots` as a training batch; `mirrored` (B,) bool: the rows to give
-        as their mirror images (features.MIRROR_LABELS: planes and policy target reflected)."""
+        as their mirror images (features.MIRROR_LABELS: planes and policy targets reflected);
+        `opponent`: with the opponent's replies (Batch.opponent_policy)."""
         n = len(slots)
         f1, f2 = features.allocate(n)
         features.write_from_hcps(self.hcps[slots], f1, f2, self._board)
+        flip = mirrored if mirrored is not None and mirrored.any() else None
+        policy = self._policies(slots, np.ones(n, bool), flip)
+        if flip is not None:
+            f1[flip] = features.mirror_planes(f1[flip])
+        batch = Batch(f1, f2, policy, self.results[slots].astype(np.float32),
+                      self.root_values[slots].astype(np.float32))
+        if opponent:
+            after, has = self.next_positions(slots)
+            batch.opponent_policy = self._policies(after, has, flip)[:, features.OPPONENT_LABELS]
+            batch.opponent_weight = has.astype(np.float32)
+        return batch
+
+    def _policies(self, slots: np.ndarray, keep: np.ndarray, flip: Optional[np.ndarray]) -> np.ndarray:
+        """(B, 2187) float32: the policy targets of `slots`, normalised, rows not `keep` zero,
+        rows `flip` mirrored."""
+        n = len(slots)
         policy = np.zeros((n, features.NUM_LABELS), np.float32)
-        counts = self.entry_count[slots].astype(np.int64)
+        counts = np.where(keep, self.entry_count[slots], 0).astype(np.int64)
         rows = np.repeat(np.arange(n), counts)
         within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         where = (np.repeat(self.entry_start[slots], counts) + within) % self.entry_capacity
         np.add.at(policy, (rows, self.labels[where].astype(np.int64)), self.probs[where].astype(np.float32))
         policy /= np.maximum(policy.sum(axis=1, keepdims=True), 1e-12)
-        if mirrored is not None and mirrored.any():
-            f1[mirrored] = features.mirror_planes(f1[mirrored])
-            policy[mirrored] = policy[mirrored][:, features.MIRROR_LABELS]  # an involution: its own inverse
-        return Batch(f1, f2, policy, self.results[slots].astype(np.float32),
-                     self.root_values[slots].astype(np.float32))
+        if flip is not None:
+            policy[flip] = policy[flip][:, features.MIRROR_LABELS]  # an involution: its own inverse
+        return policy
 
 
 class StoredReplay:

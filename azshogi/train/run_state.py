@@ -131,8 +131,9 @@ class RunState:
         if saved.model != now.model:
             raise ConfigError(
                 f"{path} holds a network with model.blocks={saved.model.blocks}, model.channels="
-                f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, but the config asks "
-                f"for {now.model.blocks}, {now.model.channels}, {now.model.value_hidden} (its stages included): "
+                f"{saved.model.channels}, model.value_hidden={saved.model.value_hidden}, model.opponent_policy="
+                f"{saved.model.opponent_policy}, but the config asks for {now.model.blocks}, {now.model.channels}, "
+                f"{now.model.value_hidden}, {now.model.opponent_policy} (its stages included): "
                 f"use the run's model settings and stages, or start a new run name")
         if saved.train.optimizer != now.train.optimizer:  # e.g. an azshogi-pretrain checkpoint
             raise ConfigError(

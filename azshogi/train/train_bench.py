@@ -84,7 +84,7 @@ def training_parts(trainer: Trainer, source: ReplayBuffer | DeviceReplay, rng: n
     `both`; the steps read their losses back every cfg.log_every steps, as the loop does."""
 
     def sample() -> Batch:
-        return source.sample(cfg.batch_size, rng, cfg.mirror)
+        return source.sample(cfg.batch_size, rng, cfg.mirror, trainer.opponent)
 
     def step(batch: Batch) -> None:
         trainer.step(batch)

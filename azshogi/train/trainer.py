@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from torch.nn import functional as F
 
 from azshogi.config import LrSchedule, Optimizer, TrainConfig, ValueLoss
 from azshogi.nn.host_sync import read_back, to_device
+from azshogi.nn.network import PolicyValueNet
 from azshogi.train.replay import Batch
 
 Array = Union[np.ndarray, torch.Tensor]
@@ -53,6 +54,7 @@ class StepMetrics:
     grad_norm: float
     lr: float
     skipped: bool
+    opponent_policy_loss: Optional[float] = None  # with model.opponent_policy; None without
 
 
 def value_target(batch: Batch, root_weight: float) -> Array:
@@ -79,12 +81,22 @@ def losses(policy_logits: torch.Tensor, value_logit: torch.Tensor, policy_target
     return policy_loss, v_loss, entropy
 
 
+def opponent_policy_loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The opponent-policy head's loss: cross-entropy to the opponent's reply (Batch.
+    opponent_policy), averaged over the rows of weight 1 (those with a reply in the window; 0 if
+    there is none), without asking the device how many there are."""
+    per_row = -(target * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
+    return (weight * per_row).sum() / weight.sum().clamp_min(1.0)
+
+
 class Trainer:
     """`step(batch)` trains on one batch without waiting for the device; `read_back()` returns
     the StepMetrics of the steps since the last read-back (one host synchronisation)."""
 
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
         self.model, self.cfg, self.device = model, cfg, device
+        # the network has the opponent-policy head (model.opponent_policy): batches carry its target
+        self.opponent = bool(getattr(model, "opponent_policy", False))
         self.use_amp = cfg.amp and device.type == "cuda"
         self.autocast_dtype: Optional[torch.dtype]
         if self.use_amp:
@@ -156,9 +168,19 @@ class Trainer:
         saved_buffers = [b.detach().clone() for b in buffers]
         with torch.autocast(device.type, dtype=self.autocast_dtype or torch.float32,
                             enabled=self.autocast_dtype is not None):
-            policy_logits, value_logit = model(x1, x2)
+            if self.opponent:
+                policy_logits, value_logit, opponent_logits = cast(PolicyValueNet, model).heads(x1, x2)
+            else:
+                policy_logits, value_logit = model(x1, x2)
         p_loss, v_loss, entropy = losses(policy_logits, value_logit, policy_target, target, cfg.value_loss)
         loss = p_loss + cfg.value_loss_weight * v_loss
+        o_loss = torch.zeros((), device=device)
+        if self.opponent:
+            if batch.opponent_policy is None:
+                raise ValueError("the network has the opponent-policy head: sample its batches with opponent=True")
+            o_loss = opponent_policy_loss(opponent_logits, self._on_device(batch.opponent_policy),
+                                          self._on_device(batch.opponent_weight))
+            loss = loss + cfg.opponent_policy_weight * o_loss
         optimizer.zero_grad(set_to_none=True)
         loss_finite = torch.isfinite(loss.detach())
         # A non-finite loss makes every gradient NaN (x 1 otherwise, exactly), so that the loss
@@ -178,7 +200,8 @@ class Trainer:
         with torch.no_grad():
             for buffer, saved in zip(buffers, saved_buffers):
                 buffer.copy_(torch.where(ok, buffer, saved))
-        record = torch.stack([p_loss.detach(), v_loss.detach(), entropy.detach(), grad_norm.float(), ok.float()])
+        record = torch.stack([p_loss.detach(), v_loss.detach(), entropy.detach(), grad_norm.float(), ok.float(),
+                              o_loss.detach()])
         self._pending.append((record, lr))
 
     def _on_device(self, array: Array) -> torch.Tensor:
@@ -202,7 +225,8 @@ class Trainer:
         longest, at = 0, 0
         for i, (row, lr) in enumerate(zip(rows, lrs)):
             skipped = row[4] == 0.0
-            self._read.append(StepMetrics(row[0], row[1], row[2], row[3], lr, skipped))
+            self._read.append(StepMetrics(row[0], row[1], row[2], row[3], lr, skipped,
+                                          row[5] if self.opponent else None))
             self.skipped += skipped
             self.consecutive_skips = self.consecutive_skips + 1 if skipped else 0
             if self.consecutive_skips > longest:
