@@ -70,7 +70,9 @@ def test_a_checkpoint_holds_the_run_state_and_nothing_else_is_taken_for_it(tiny_
 
 
 @pytest.mark.parametrize("override, message", [
-    ("model.channels=24", r"model.blocks=1, model.channels=16, model.value_hidden=32, but the config asks for 1, 24"),
+    ("model.channels=24", r"model.blocks=1, model.channels=16, model.value_hidden=32, model.opponent_policy=False, "
+                          r"but the config asks for 1, 24"),
+    ("model.opponent_policy=true", r"model.opponent_policy=False, but the config asks for 1, 16, 32, True"),
     ("train.optimizer=adamw", r"train.optimizer=sgd, but the config asks for adamw: use the same optimizer"),
 ])
 def test_another_network_or_optimizer_is_refused_before_anything_is_loaded(tiny_config, override, message):

@@ -148,14 +148,15 @@ class DeviceReplay:
             has_d = code_d[n:] >= 0
             s_after = code_d[n:].clamp_min(0)
             entries = int(self.buffer.entry_count[after[has]].sum())  # known on the host: no read-back
-            batch.opponent_policy = self._policies(s_after, flip, has_d, entries)[:, self.opponent_labels]
+            batch.opponent_policy = self._policies(s_after, flip, has_d, entries, self.opponent_labels)
             batch.opponent_weight = has_d.float()
         return batch
 
     def _policies(self, s: torch.Tensor, flip: torch.Tensor | None, keep: torch.Tensor | None,
-                  entries: int) -> torch.Tensor:
+                  entries: int, relabel: torch.Tensor | None = None) -> torch.Tensor:
         """(B, 2187) float32 on the device: the normalised policy targets of ring slots `s`, rows
-        `flip` mirrored, rows not `keep` zero; `entries`: their number of policy entries."""
+        `flip` mirrored, rows not `keep` zero, labels mapped by `relabel` (ReplayBuffer's);
+        `entries`: their number of policy entries."""
         n = len(s)
         counts = self.entry_count[s].long()
         if keep is not None:
@@ -166,6 +167,8 @@ class DeviceReplay:
         where = (torch.arange(entries, device=self.device) + (self.entry_start[s] - first)[rows]) \
             % self.buffer.entry_capacity
         labels = self.labels[where].long()
+        if relabel is not None:
+            labels = relabel[labels]
         if flip is not None:
             labels = torch.where(flip[rows], self.mirror_labels[labels], labels)
         policy = torch.zeros((n, features.NUM_LABELS), dtype=torch.float32, device=self.device)

@@ -204,20 +204,22 @@ class ReplayBuffer:
                       self.root_values[slots].astype(np.float32))
         if opponent:
             after, has = self.next_positions(slots)
-            batch.opponent_policy = self._policies(after, has, flip)[:, features.OPPONENT_LABELS]
+            batch.opponent_policy = self._policies(after, has, flip, features.OPPONENT_LABELS)
             batch.opponent_weight = has.astype(np.float32)
         return batch
 
-    def _policies(self, slots: np.ndarray, keep: np.ndarray, flip: Optional[np.ndarray]) -> np.ndarray:
+    def _policies(self, slots: np.ndarray, keep: np.ndarray, flip: Optional[np.ndarray],
+                  relabel: Optional[np.ndarray] = None) -> np.ndarray:
         """(B, 2187) float32: the policy targets of `slots`, normalised, rows not `keep` zero,
-        rows `flip` mirrored."""
+        their labels mapped by `relabel` and rows `flip` mirrored (the two maps commute)."""
         n = len(slots)
         policy = np.zeros((n, features.NUM_LABELS), np.float32)
         counts = np.where(keep, self.entry_count[slots], 0).astype(np.int64)
         rows = np.repeat(np.arange(n), counts)
         within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         where = (np.repeat(self.entry_start[slots], counts) + within) % self.entry_capacity
-        np.add.at(policy, (rows, self.labels[where].astype(np.int64)), self.probs[where].astype(np.float32))
+        labels = self.labels[where].astype(np.int64)
+        np.add.at(policy, (rows, labels if relabel is None else relabel[labels]), self.probs[where].astype(np.float32))
         policy /= np.maximum(policy.sum(axis=1, keepdims=True), 1e-12)
         if flip is not None:
             policy[flip] = policy[flip][:, features.MIRROR_LABELS]  # an involution: its own inverse
