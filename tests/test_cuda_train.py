@@ -45,22 +45,24 @@ def test_the_window_on_cuda_samples_what_the_host_samples():
         assert_same_batch(on_host(device_batch), buffer.sample(128, np.random.default_rng(seed), mirror=True))
 
 
-def test_training_steps_on_cuda_make_no_host_sync_until_the_read_back(tiny_config):
-    cfg = tiny_config("device=cuda", "train.mirror=true", "train.value_target_root_weight=0.3")
+@pytest.mark.parametrize("opponent", [False, True], ids=["plain", "opponent-policy"])
+def test_training_steps_on_cuda_make_no_host_sync_until_the_read_back(tiny_config, opponent):
+    cfg = tiny_config("device=cuda", "train.mirror=true", "train.value_target_root_weight=0.3",
+                      f"model.opponent_policy={str(opponent).lower()}")
     run = RunState(cfg, CUDA)
     replay = DeviceReplay(window(1000, 600), CUDA)
     replay.refresh()
     trainer, t = run.trainer, cfg.train
     assert trainer.use_amp and all(g["fused"] for g in trainer.optimizer.param_groups)
     for _ in range(3):  # the optimizer's state, the scaler's scale, pinned blocks: made here
-        trainer.step(replay.sample(t.batch_size, run.train_rng, t.mirror))
+        trainer.step(replay.sample(t.batch_size, run.train_rng, t.mirror, opponent))
     trainer.read_back()
     torch.cuda.synchronize()
     with HostSyncCounter() as syncs:
         torch.cuda.set_sync_debug_mode("error")  # any synchronising CUDA call raises
         try:
             for _ in range(5):
-                trainer.step(replay.sample(t.batch_size, run.train_rng, t.mirror))
+                trainer.step(replay.sample(t.batch_size, run.train_rng, t.mirror, opponent))
         finally:
             torch.cuda.set_sync_debug_mode("default")
     assert syncs.count == 0, syncs.by_op
