@@ -344,6 +344,7 @@ GPU_TWIN = ("l12", "ckpt-00042.pt")
 AUTO_SEED = tuple(("l11", f"ckpt-{n:05d}.pt") for n in (42, 60, 80, 100, 120, 141))
 # and the CPU preset with 512 games in flight (s1, s2): run, seed, checkpoints
 IN_FLIGHT = (("s1", 2, 42), ("s2", 1, 41))
+OPENING_SEEDS = (21, 31, 32, 33)  # and the CPU preset with random opening plies, four new seeds (runs o21, o31, ...)
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
@@ -709,8 +710,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        f"--blocks 4 --channels 48 {steps}":
        Skip("needs a run's replay store; tests/test_heldout_loss.py runs the tool on a tiny run's")
        for steps in ("--steps 200 --every 50", "--steps 600 --every 100 --seed 1")},
+    # random opening plies, four new seeds to checkpoint 41; the first one's match runs (tiny), the others' are the same
+    **{f"azshogi +experiment=cpu seed={seed} run=o{seed} selfplay.opening_random_plies=6 loop.max_checkpoints=41 "
+       "eval.every=0 loop.keep_checkpoints=100":
+       Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for seed in OPENING_SEEDS},
+    **dict([_ladder_match(f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt", "greedy,sf-5")]),
+    **{_ladder_match(f"o{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]:
+       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for seed in OPENING_SEEDS[1:]},
     # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
+    **{f"azshogi +experiment=cpu '~stages.{name}'": Check("trains until Ctrl-C without that stage")
+       for name in ("deeper", "lr_drop")},
+    "azshogi +experiment=gpu '~stages.grow'": Check(NEEDS_CUDA),
     # docs/cluster.md
     'pip install torch==2.13.0 -e ".[cluster]"': Skip("installs azshogi with Ray"),
     "azshogi +cluster=ray cluster.nodes=2 +experiment=smoke run=try-ray": Check(
@@ -826,7 +837,8 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          ("cpu", "ckpt-00010.pt"),
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
-         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN)
+         *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
+         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
