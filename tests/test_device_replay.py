@@ -3,8 +3,7 @@ the batches ReplayBuffer assembles on the host, for the same draws, and no host 
 import numpy as np
 import pytest
 import torch
-from test_features import random_positions
-from test_replay import make_game
+from test_replay import make_games
 
 from azshogi.config import ReplayWindow, TrainConfig
 from azshogi.nn.host_sync import HostSyncCounter
@@ -20,9 +19,7 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def games():
-    rng = np.random.default_rng(0)
-    boards = random_positions(60, seed=5)
-    games = [make_game(i, boards[i * 10:(i + 1) * 10], rng) for i in range(6)]
+    games = make_games(6, 10)
     for g in games:  # each position's root value names it: position k has k / 1024
         g.root_values[:] = (np.arange(len(g)) + 10 * g.game_ids[0]) / 1024
     return games

@@ -6,8 +6,7 @@ import cshogi
 import numpy as np
 import pytest
 import torch
-from test_features import random_positions
-from test_replay import make_game
+from test_replay import make_games
 
 from azshogi.config import ConfigError, TrainConfig
 from azshogi.nn.host_sync import HostSyncCounter
@@ -24,9 +23,7 @@ CPU = torch.device("cpu")
 @pytest.fixture(scope="module")
 def games():
     """Five games of 8 positions; game 2 lost its ply 3 (a cheap search: not recorded)."""
-    rng = np.random.default_rng(1)
-    boards = random_positions(40, seed=9)
-    out = [make_game(i, boards[i * 8:(i + 1) * 8], rng) for i in range(5)]
+    out = make_games(5, 8, seed=9, rng_seed=1)
     out[2] = TrainingPositions.concatenate([out[2].slice(0, 3), out[2].slice(4, 8)])
     return out
 

@@ -25,11 +25,16 @@ def make_game(game_id, boards, rng):
                                      np.concatenate(probs))
 
 
+def make_games(count, length, seed=5, rng_seed=0):
+    """`count` games of `length` random positions each (game ids 0, 1, ...), targets from `rng_seed`."""
+    rng = np.random.default_rng(rng_seed)
+    boards = random_positions(count * length, seed=seed)
+    return [make_game(i, boards[i * length:(i + 1) * length], rng) for i in range(count)]
+
+
 @pytest.fixture
 def games():
-    rng = np.random.default_rng(0)
-    boards = random_positions(60, seed=5)
-    return [make_game(i, boards[i * 10:(i + 1) * 10], rng) for i in range(6)]
+    return make_games(6, 10)
 
 
 def test_sampled_batches_match_the_stored_positions(games):

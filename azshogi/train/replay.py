@@ -197,7 +197,7 @@ class ReplayBuffer:
         f1, f2 = features.allocate(n)
         features.write_from_hcps(self.hcps[slots], f1, f2, self._board)
         flip = mirrored if mirrored is not None and mirrored.any() else None
-        policy = self._policies(slots, np.ones(n, bool), flip)
+        policy = self._policies(slots, None, flip)
         if flip is not None:
             f1[flip] = features.mirror_planes(f1[flip])
         batch = Batch(f1, f2, policy, self.results[slots].astype(np.float32),
@@ -208,13 +208,16 @@ class ReplayBuffer:
             batch.opponent_weight = has.astype(np.float32)
         return batch
 
-    def _policies(self, slots: np.ndarray, keep: np.ndarray, flip: Optional[np.ndarray],
+    def _policies(self, slots: np.ndarray, keep: Optional[np.ndarray], flip: Optional[np.ndarray],
                   relabel: Optional[np.ndarray] = None) -> np.ndarray:
-        """(B, 2187) float32: the policy targets of `slots`, normalised, rows not `keep` zero,
-        their labels mapped by `relabel` and rows `flip` mirrored (the two maps commute)."""
+        """(B, 2187) float32: the policy targets of `slots`, normalised, rows not `keep` zero
+        (None: every row kept), their labels mapped by `relabel` and rows `flip` mirrored (the two
+        maps commute)."""
         n = len(slots)
         policy = np.zeros((n, features.NUM_LABELS), np.float32)
-        counts = np.where(keep, self.entry_count[slots], 0).astype(np.int64)
+        counts = self.entry_count[slots].astype(np.int64)
+        if keep is not None:
+            counts = np.where(keep, counts, 0)
         rows = np.repeat(np.arange(n), counts)
         within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         where = (np.repeat(self.entry_start[slots], counts) + within) % self.entry_capacity
