@@ -175,6 +175,10 @@ class TrainConfig:
     value_target_root_weight: float = 0.0  # 0 = game result only; 1 = search root value only
     # the opponent-policy head's loss weight (model.opponent_policy; KataGo's 0.15)
     opponent_policy_weight: float = 0.15
+    # surprise-weighted sampling (KataGo's policy surprise weighting; train/surprise.py): this
+    # share of each batch is drawn in proportion to a position's surprise (how far its policy
+    # target is from the policy of the network that played it), the rest uniformly; 0 = uniform
+    surprise_weight: float = 0.0
     # each sampled position is trained on as its mirror image (files reflected) with probability
     # 1/2: the rules are symmetric, so every position teaches its mirror image too
     mirror: bool = False
@@ -392,6 +396,8 @@ def validate(cfg: Config) -> Config:
     _check(t.value_loss_weight >= 0, "train.value_loss_weight", "must be >= 0", t.value_loss_weight)
     _check(0 <= t.opponent_policy_weight < math.inf, "train.opponent_policy_weight",
            "must be a finite number >= 0 (used with model.opponent_policy=true)", t.opponent_policy_weight)
+    _check(0 <= t.surprise_weight <= 1, "train.surprise_weight", "must be in [0, 1] (0 = uniform sampling)",
+           t.surprise_weight)
     _check(0 <= t.value_target_root_weight <= 1, "train.value_target_root_weight",
            "must be in [0, 1]", t.value_target_root_weight)
     _check(t.max_consecutive_skips >= 1, "train.max_consecutive_skips", "must be >= 1", t.max_consecutive_skips)
@@ -479,7 +485,7 @@ STAGE_KEYS = (("model.blocks", "model.channels")
                  "loop.positions_per_checkpoint", "loop.steps_per_checkpoint", "replay.capacity")
               + tuple(f"train.{name}" for name in ("lr", "lr_schedule", "decay_steps", "min_lr_ratio", "batch_size",
                                                     "weight_decay", "momentum", "grad_clip", "value_loss_weight",
-                                                    "value_target_root_weight", "mirror")))
+                                                    "value_target_root_weight", "mirror", "surprise_weight")))
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 

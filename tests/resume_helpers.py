@@ -113,6 +113,7 @@ def replay_contents(replay) -> dict:
         "policy": batch.policy,
         "results": batch.result,
         "root_values": batch.root_value,
+        "surprise": replay.window_surprise(),  # NaN unless train.surprise_weight scored them
     }
 
 

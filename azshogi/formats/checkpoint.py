@@ -18,7 +18,8 @@ Format 2 (this version), a dict of plain values and tensors, in three parts:
     the replay window:
     replay      {"begin", "end", "segments"}: positions [begin, end) of the run's stream, kept in
                 the replay store beside the file (replay_store.py); an empty window for a
-                pretraining checkpoint
+                pretraining checkpoint; with "surprise" (float16, one per position, NaN: not
+                scored) where train.surprise_weight scored them (train/surprise.py)
     the games in progress:
     selfplay    flat arrays (selfplay/in_progress.py); no games for a pretraining checkpoint
 

@@ -118,9 +118,9 @@ class DeviceReplay:
         return to_device(array, self.device)
 
     def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False,
-               opponent: bool = False) -> Batch:
+               opponent: bool = False, surprise_weight: float = 0.0) -> Batch:
         """ReplayBuffer.sample's positions and mirror images (the same draws from `rng`)."""
-        return self.gather(*self.buffer.draw(batch_size, rng, mirror), opponent=opponent)
+        return self.gather(*self.buffer.draw(batch_size, rng, mirror, surprise_weight), opponent=opponent)
 
     def gather(self, slots: np.ndarray, mirrored: np.ndarray | None = None, opponent: bool = False) -> Batch:
         """ReplayBuffer.gather on the device: the positions in ring `slots` (B,), `mirrored`

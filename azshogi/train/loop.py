@@ -44,6 +44,7 @@ from azshogi.selfplay import in_progress
 from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, server_batch
 from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
+from azshogi.train import surprise
 from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
@@ -393,9 +394,14 @@ class Loop:
         timer = Timer()
         self.monitor.start_bar(f"training → checkpoint {c.checkpoints + 1}", steps, "step", initial=c.phase_steps)
         loss: dict[str, str] = {}
+        surprise_weight = cfg.train.surprise_weight
         with self.clock.phase("train"):
+            if surprise_weight > 0:  # the new positions' surprise under the network that played them
+                stats.scored, stats.mean_surprise = surprise.score(self.trainer.model, self.replay,
+                                                                   self.run_state.device)
             while c.phase_steps < steps and not self.stop_requested:
-                batch = batches.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror, self.trainer.opponent)
+                batch = batches.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror, self.trainer.opponent,
+                                       surprise_weight)
                 self.trainer.step(batch)
                 c.phase_steps += 1
                 c.train_steps += 1

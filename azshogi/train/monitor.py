@@ -264,6 +264,8 @@ class Monitor:
         w.add_scalar("perf/seconds_inference", sp.play.network.seconds, step)
         if tr.seconds > 0:
             w.add_scalar("perf/train_steps_per_s", tr.steps / tr.seconds, step)
+        if tr.mean_surprise is not None:  # train.surprise_weight: the newly scored positions' mean
+            w.add_scalar("train/surprise", tr.mean_surprise, step)
         for name, value in sp.driver.scalars.items():  # a cluster's nodes (selfplay/cluster.py)
             w.add_scalar(f"selfplay/driver/{name}", value, step)
         w.flush()

@@ -5,6 +5,9 @@ move's view, the game id and ply, and a sparse policy target (label, probability
 length. Positions live in one ring and policy entries in another; adding past either ring's
 capacity evicts the oldest positions. Features are decoded from the hcp when a batch is sampled.
 
+Each position also has a surprise (train/surprise.py), NaN until it is scored: with a surprise
+weight w, a batch's rows are each drawn in proportion to it with probability w, else uniformly.
+
 In memory a position takes 57 bytes plus room for ENTRIES_PER_POSITION policy entries of 4 bytes
 (313 bytes per position of capacity). On disk, a run's replay store holds the positions
 (47 bytes each plus 4 per policy entry; formats/replay_store.py), and checkpoints only name the
@@ -73,6 +76,8 @@ class ReplayBuffer:
         self.plies = np.zeros(capacity, np.int16)
         self.entry_start = np.zeros(capacity, np.int64)  # absolute entry index
         self.entry_count = np.zeros(capacity, np.int32)
+        self.surprise = np.full(capacity, np.nan, np.float16)  # train/surprise.py; NaN: not scored
+        self._surprise_cdf: Optional[tuple[int, int, np.ndarray]] = None  # (begin, end, cumulative sums)
         self.labels = np.zeros(self.entry_capacity, np.int16)
         self.probs = np.zeros(self.entry_capacity, np.float16)
         self.begin = self.end = 0
@@ -122,6 +127,8 @@ class ReplayBuffer:
         self.game_ids[slots] = block.game_ids[keep:]
         self.entry_start[slots] = starts[keep:]
         self.entry_count[slots] = counts[keep:]
+        self.surprise[slots] = np.nan
+        self._surprise_cdf = None
         skipped = int(starts[keep]) - self.entry_end  # entries of new positions that did not fit
         where = np.arange(int(starts[keep]), new_entry_end) % self.entry_capacity
         self.labels[where] = block.labels[skipped:]
@@ -152,12 +159,35 @@ class ReplayBuffer:
 
     def resize(self, capacity: int) -> None:
         """A window of `capacity` positions (a stage's replay.capacity), holding the newest of the
-        live positions that fit, numbered as before."""
+        live positions that fit, numbered as before, with their surprise."""
         if capacity != self.capacity:
             block, first = self.positions(self.begin, self.end), self.begin
+            surprise = self.window_surprise()
             self._allocate(capacity, self.entry_capacity // self.capacity)
             self.begin = self.end = first
             self.extend(block)
+            self.set_surprise(self.end - len(surprise), surprise)
+
+    # --- surprise (train/surprise.py) ---
+
+    def window_surprise(self) -> np.ndarray:
+        """(N,) float16 (as a checkpoint keeps it): the live positions' surprise, oldest first (NaN: not
+        scored)."""
+        return self.surprise[np.arange(self.begin, self.end) % self.capacity]
+
+    def set_surprise(self, start: int, values: np.ndarray) -> None:
+        """Sets the surprise of positions start, start + 1, ... (absolute indices); those before
+        the window are left out."""
+        values = np.asarray(values, np.float16)
+        skip = max(0, self.begin - start)
+        if start + len(values) > self.end:
+            raise ValueError(f"surprise for positions up to {start + len(values)}, past the window's end {self.end}")
+        self.surprise[np.arange(start + skip, start + len(values)) % self.capacity] = values[skip:]
+        self._surprise_cdf = None
+
+    def unscored(self) -> np.ndarray:
+        """The absolute indices of the live positions without a surprise yet, oldest first."""
+        return self.begin + np.flatnonzero(np.isnan(self.window_surprise()))
 
     def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Uniform over the live window; ring slots (B,)."""
@@ -177,17 +207,34 @@ class ReplayBuffer:
         same = (self.game_ids[after] == self.game_ids[slots]) & (self.plies[after] == self.plies[slots] + 1)
         return after, (index + 1 < self.end) & same
 
-    def draw(self, batch_size: int, rng: np.random.Generator,
-             mirror: bool = False) -> tuple[np.ndarray, Optional[np.ndarray]]:
-        """A minibatch's ring slots, uniform over the window, and with `mirror` the rows to give
-        as mirror images (each with probability 1/2, drawn from `rng` after the positions)."""
+    def surprise_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        """Ring slots (B,) drawn in proportion to the live positions' surprise (unscored ones
+        count as 0); uniform if none has any."""
+        if self._surprise_cdf is None or self._surprise_cdf[:2] != (self.begin, self.end):
+            weights = np.nan_to_num(self.window_surprise().astype(np.float64), nan=0.0)
+            self._surprise_cdf = (self.begin, self.end, np.cumsum(np.maximum(weights, 0.0)))
+        cdf = self._surprise_cdf[2]
+        if not len(cdf) or cdf[-1] <= 0:
+            return self.sample_indices(batch_size, rng)
+        picks = np.searchsorted(cdf, rng.random(batch_size) * cdf[-1], side="right")
+        return (self.begin + np.minimum(picks, len(cdf) - 1)) % self.capacity
+
+    def draw(self, batch_size: int, rng: np.random.Generator, mirror: bool = False,
+             surprise_weight: float = 0.0) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """A minibatch's ring slots and with `mirror` the rows to give as mirror images (each with
+        probability 1/2, drawn from `rng` after the positions). Each row is drawn uniformly from
+        the window, or with probability `surprise_weight` in proportion to the positions'
+        surprise (`surprise_indices`); 0 draws exactly what uniform sampling draws."""
         slots = self.sample_indices(batch_size, rng)
+        if surprise_weight > 0:
+            by_surprise = rng.random(batch_size) < surprise_weight
+            slots = np.where(by_surprise, self.surprise_indices(batch_size, rng), slots)
         return slots, rng.random(batch_size) < 0.5 if mirror else None
 
     def sample(self, batch_size: int, rng: np.random.Generator, mirror: bool = False,
-               opponent: bool = False) -> Batch:
-        """A minibatch drawn uniformly from the window (`draw`), as a training batch."""
-        return self.gather(*self.draw(batch_size, rng, mirror), opponent=opponent)
+               opponent: bool = False, surprise_weight: float = 0.0) -> Batch:
+        """A minibatch drawn from the window (`draw`), as a training batch."""
+        return self.gather(*self.draw(batch_size, rng, mirror, surprise_weight), opponent=opponent)
 
     def gather(self, slots: np.ndarray, mirrored: Optional[np.ndarray] = None, opponent: bool = False) -> Batch:
         """The positions in `slots` as a training batch; `mirrored` (B,) bool: the rows to give
@@ -248,7 +295,11 @@ class StoredReplay:
             self.segments.append(self.store.write(b.positions(start, b.end), start))
         self.stored_end = b.end
         self.segments = [s for s in self.segments if s["first"] + s["count"] > b.begin]
-        return {"begin": b.begin, "end": b.end, "segments": [dict(s) for s in self.segments]}
+        reference = {"begin": b.begin, "end": b.end, "segments": [dict(s) for s in self.segments]}
+        surprise = b.window_surprise()
+        if len(surprise) and not np.isnan(surprise).all():  # scored (train.surprise_weight > 0)
+            reference["surprise"] = surprise
+        return reference
 
     def restore(self, state: dict, checkpoint_file: Path) -> None:
         """Reads the window a checkpoint file names (from the store beside it, which may be
@@ -262,6 +313,9 @@ class StoredReplay:
             block = store.read(state["segments"], begin, end)
             own = store.directory.resolve() == self.store.directory.resolve()
         self.buffer.restore(begin, block)
+        if "surprise" in state and len(self.buffer):  # the window's surprise, oldest first (begin..end)
+            surprise = np.asarray(state["surprise"], np.float16)[-len(self.buffer):]
+            self.buffer.set_surprise(self.buffer.end - len(surprise), surprise)
         self.segments = [dict(s) for s in state["segments"]] if own else []
         self.stored_end = end if own else self.buffer.begin
 
