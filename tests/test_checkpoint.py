@@ -90,7 +90,8 @@ def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_w
     loop = Loop(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)
     loop.restore()
     new = ckpt.load(loop.save(partial=True))
-    added = {"model": {"opponent_policy": False}, "train": {"replay_window": "auto", "opponent_policy_weight": 0.15}}
+    added = {"model": {"opponent_policy": False},
+             "train": {"replay_window": "auto", "opponent_policy_weight": 0.15, "surprise_weight": 0.0}}
     for section in ("model", "train"):  # as saved, and the keys added since at their defaults
         before, now = old["config"][section], new["config"][section]
         assert {k: v for k, v in now.items() if k in before} == before, section
