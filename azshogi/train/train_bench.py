@@ -7,7 +7,9 @@ position; each position with a policy target over up to 32 of its legal moves, a
 root value drawn at random: what a batch costs does not depend on what it teaches). Where
 train.replay_window puts the window on the device, the positions are copied there first
 (`upload_us_per_position`: decoding and copying, once per position in a run, with the window's
-allocation on the device spread over them). Then it
+allocation on the device spread over them). With train.surprise_weight > 0 the window's positions
+are scored first (`score_us_per_position`, also once per position in a run; train/surprise.py)
+and batches are drawn by it. Then it
 alternates windows of `bench.seconds` (medians over `bench.repeats`, after `bench.warmup_seconds`
 of the loop's steps) of:
 
@@ -39,6 +41,7 @@ from azshogi.nn.evaluator import resolve_device
 from azshogi.nn.host_sync import HostSyncCounter
 from azshogi.shogi import features
 from azshogi.shogi.game_record import TrainingPositions
+from azshogi.train import surprise
 from azshogi.train.bench import random_move
 from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.replay import Batch, ReplayBuffer
@@ -84,7 +87,7 @@ def training_parts(trainer: Trainer, source: ReplayBuffer | DeviceReplay, rng: n
     `both`; the steps read their losses back every cfg.log_every steps, as the loop does."""
 
     def sample() -> Batch:
-        return source.sample(cfg.batch_size, rng, cfg.mirror, trainer.opponent)
+        return source.sample(cfg.batch_size, rng, cfg.mirror, trainer.opponent, cfg.surprise_weight)
 
     def step(batch: Batch) -> None:
         trainer.step(batch)
@@ -124,6 +127,11 @@ def run(cfg: Config, out=sys.stdout) -> dict:
             torch.cuda.synchronize(device)
         upload_us = (time.perf_counter() - start) * 1e6 / len(buffer)
 
+    score_us = 0.0
+    if t.surprise_weight > 0:  # the window scored as a run scores its new positions (train/surprise.py)
+        start = time.perf_counter()
+        surprise.score(trainer.model, buffer, device)
+        score_us = (time.perf_counter() - start) * 1e6 / len(buffer)
     parts = training_parts(trainer, source, rng, t)
     print(f"warm-up {b.warmup_seconds:.0f} s ...", file=sys.stderr)
     _ms_per_call(parts["both"], b.warmup_seconds, device)
@@ -170,12 +178,17 @@ def run(cfg: Config, out=sys.stdout) -> dict:
         "host_syncs_max_step": max(per_step),
         "host_sync_ops": dict(syncs.by_op),
         "upload_us_per_position": round(upload_us, 2),
+        "surprise_weight": t.surprise_weight,
+        "score_us_per_position": round(score_us, 2),  # train.surprise_weight > 0: once per position in a run
         "skipped_steps": trainer.skipped,
     }
     print(f"\n{'model':<26}{result['model']} on {device} ({result['threads']} threads), {t.optimizer.value}, "
           f"batch {t.batch_size}" + (", mirrored" if t.mirror else ""), file=out)
     print(f"{'replay window':<26}{len(buffer):,} positions of random games, batches assembled on the {window}"
           + (f" ({upload_us:.1f} us a position to upload)" if upload_us else ""), file=out)
+    if score_us:
+        print(f"{'surprise':<26}{score_us:.1f} us a position to score (once in a run), a share of "
+              f"{t.surprise_weight} of each batch drawn by it", file=out)
     for name, label in (("both", "training step"), ("assemble", "  batch assembly"), ("step", "  step alone")):
         print(f"{label:<26}{median[name]:8.2f} ms (rounds: {', '.join(f'{v:.2f}' for v in times[name])}; "
               f"CPU {cpu_median[name]:.2f} ms)", file=out)
