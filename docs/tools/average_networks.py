@@ -1,0 +1,62 @@
+"""The mean of a run's networks over a range of its checkpoints, as one network file that the
+engine, the arena and the exports play (azshogi.formats.checkpoint.write_network).
+
+    python docs/tools/average_networks.py checkpoints/o32 32 41 o32-32-41.pt
+
+averages the weights of checkpoints 32 to 41 of run o32 (uniformly; the batch-norm running
+statistics averaged alike, a step count taken from the last): the weight averaging (SWA) that
+smooths the noise of a constant learning rate. docs/experiments/2026-11-27-seed-32-twins.md asks
+whether it mends a weak seed's 30 minutes.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from azshogi.formats import checkpoint as ckpt
+from azshogi.formats.paths import checkpoint_number
+
+
+def average(files: list[Path]) -> tuple[dict, dict]:
+    """(the mean state_dict, the last file's config) of the networks in `files`, all of one shape."""
+    total: dict = {}
+    config: dict = {}
+    for path in files:
+        weights, config = ckpt.network(ckpt.load(path), path)
+        if total and set(weights) != set(total):
+            raise SystemExit(f"{path}: a network of another shape than {files[0]}")
+        for key, value in weights.items():
+            if value.is_floating_point():
+                total[key] = total.get(key, 0) + value.double()
+            else:  # counters (batch norm's num_batches_tracked): the last one's
+                total[key] = value.clone()
+    return {k: (v / len(files)).float() if v.is_floating_point() else v for k, v in total.items()}, config
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a run's checkpoint folder (checkpoints/RUN)")
+    parser.add_argument("first", type=int, help="the first checkpoint number averaged")
+    parser.add_argument("last", type=int, help="the last checkpoint number averaged")
+    parser.add_argument("out", type=Path, help="the network file written")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    files = [p for p in ckpt.list_checkpoints(args.run)
+             if not checkpoint_number(p)[1] and args.first <= checkpoint_number(p)[0] <= args.last]
+    missing = sorted(set(range(args.first, args.last + 1)) - {checkpoint_number(p)[0] for p in files})
+    if not files or missing:
+        raise SystemExit(f"{args.run}: no checkpoint {', '.join(map(str, missing or [args.first]))} "
+                         f"(loop.keep_checkpoints keeps only the newest)")
+    weights, config = average(files)
+    with torch.no_grad():
+        ckpt.write_network(weights, config, args.out, averaged=[str(p) for p in files])
+    print(f"{args.out}: the mean of {len(files)} networks of {args.run} (checkpoints {args.first}-{args.last})")
+
+
+if __name__ == "__main__":
+    main()

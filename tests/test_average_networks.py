@@ -1,0 +1,27 @@
+"""docs/tools/average_networks.py: the mean of a run's networks over a range of checkpoints, as a
+network file that plays; a missing checkpoint of the range is named, not averaged around."""
+import pytest
+import torch
+from conftest import docs_tool
+from play_helpers import make_tiny_checkpoint
+
+from azshogi.play.models import load_model
+
+
+def test_the_mean_of_the_range_plays_and_a_gap_is_named(tmp_path):
+    tool = docs_tool("docs/tools/average_networks.py")
+    run = tmp_path / "checkpoints" / "r"
+    run.mkdir(parents=True)
+    for n in (3, 4, 5):
+        make_tiny_checkpoint(run / f"ckpt-{n:05d}.pt", seed=n)
+    tool.main([str(run), "4", "5", str(tmp_path / "mean.pt")])
+    mean, _ = load_model(tmp_path / "mean.pt")
+    four, _ = load_model(run / "ckpt-00004.pt")
+    five, _ = load_model(run / "ckpt-00005.pt")
+    for key, value in mean.state_dict().items():
+        a, b = four.state_dict()[key], five.state_dict()[key]
+        if value.is_floating_point():
+            assert torch.allclose(value, (a + b) / 2, atol=1e-6), key
+    assert not torch.equal(mean.state_dict()["stem1.weight"], four.state_dict()["stem1.weight"])
+    with pytest.raises(SystemExit, match="no checkpoint 2"):
+        tool.main([str(run), "2", "4", str(tmp_path / "gap.pt")])
