@@ -345,6 +345,8 @@ AUTO_SEED = tuple(("l11", f"ckpt-{n:05d}.pt") for n in (42, 60, 80, 100, 120, 14
 # and the CPU preset with 512 games in flight (s1, s2): run, seed, checkpoints
 IN_FLIGHT = (("s1", 2, 42), ("s2", 1, 41))
 OPENING_SEEDS = (21, 31, 32, 33)  # and the CPU preset with random opening plies, four new seeds (runs o21, o31, ...)
+# and seed 32 again: without options (p32), with the opponent-policy head (q32), with surprise-weighted sampling (s32)
+TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
@@ -717,6 +719,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict([_ladder_match(f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt", "greedy,sf-5")]),
     **{_ladder_match(f"o{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]:
        Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for seed in OPENING_SEEDS[1:]},
+    **{f"azshogi +experiment=cpu seed=32 run={run}{option} loop.max_checkpoints=41 eval.every=0 "
+       "loop.keep_checkpoints=100": Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
+       for run, option in TWINS_32},
+    **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
+       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run, _ in TWINS_32},
+    "python docs/tools/average_networks.py checkpoints/o32 32 41 o32-32-41.pt":
+        Check("needs o32's checkpoints 32-41; test_average_networks.py runs the tool on tiny ones"),
+    "azshogi-arena search:o32-32-41.pt ladder --rungs sf-5 --games 100 --in-flight 100 -a nodes=64 --quiet":
+        Skip("plays the network the command above writes from o32's checkpoints"),
+    "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
+        Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     **{f"azshogi +experiment=cpu '~stages.{name}'": Check("trains until Ctrl-C without that stage")

@@ -33,10 +33,12 @@ def test_random_game_positions_are_legal_training_positions():
         assert np.allclose(np.add.reduceat(g.probs, g.offsets()[:-1]), 1.0, atol=1e-5)
 
 
-def test_azshogi_bench_runs_it_with_the_window_on_the_device(tmp_path):
+def test_azshogi_bench_runs_it_with_the_window_on_the_device_and_draws_by_surprise_without_a_sync(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "azshogi.commands.bench", *TINY, *SHORT, "device=cpu",
-                           "train.replay_window=device"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                           "train.replay_window=device", "train.surprise_weight=0.5"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["replay_window"] == "device" and result["upload_us_per_position"] > 0
+    assert result["surprise_weight"] == 0.5 and result["score_us_per_position"] > 0
     assert result["host_syncs_per_step"] == 0.25 and result["host_syncs_max_step"] == 1
