@@ -724,10 +724,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for run, option in TWINS_32},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
        Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run, _ in TWINS_32},
-    "python docs/tools/average_networks.py checkpoints/o32 32 41 o32-32-41.pt":
-        Check("needs o32's checkpoints 32-41; test_average_networks.py runs the tool on tiny ones"),
-    "azshogi-arena search:o32-32-41.pt ladder --rungs sf-5 --games 100 --in-flight 100 -a nodes=64 --quiet":
-        Skip("plays the network the command above writes from o32's checkpoints"),
+    **{f"python docs/tools/average_networks.py checkpoints/o{seed} 32 41 o{seed}-32-41.pt":
+       Check(f"needs o{seed}'s checkpoints 32-41; test_average_networks.py runs the tool on tiny ones")
+       for seed in (21, 32)},
+    **{f"azshogi-arena search:o{seed}-32-41.pt ladder --rungs sf-5 --games 100 --in-flight 100 -a nodes=64 --quiet":
+       Skip(f"plays the network the command above writes from o{seed}'s checkpoints") for seed in (21, 32)},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
