@@ -76,7 +76,7 @@ def test_draws_follow_the_surprise_with_its_weight_and_weight_0_is_uniform_sampl
     n = len(buffer)
     values = np.zeros(n, np.float32)
     values[[3, 10, 25]] = [1.0, 2.0, 5.0]
-    buffer.set_surprise(buffer.begin, values)
+    buffer.set_surprise(np.arange(buffer.begin, buffer.end), values)
     a, b = np.random.default_rng(7), np.random.default_rng(7)
     assert np.array_equal(buffer.draw(64, a, mirror=True)[0], buffer.draw(64, b, mirror=True, surprise_weight=0)[0])
 
@@ -93,7 +93,7 @@ def test_draws_follow_the_surprise_with_its_weight_and_weight_0_is_uniform_sampl
 
 def test_the_surprise_survives_resizing_and_a_window_with_none_samples_uniformly():
     buffer = filled(capacity=40, games=4, length=10)
-    buffer.set_surprise(buffer.begin, np.arange(len(buffer), dtype=np.float32))
+    buffer.set_surprise(np.arange(buffer.begin, buffer.end), np.arange(len(buffer), dtype=np.float32))
     newest = buffer.window_surprise()[-15:]
     buffer.resize(15)
     assert np.array_equal(buffer.window_surprise(), newest)

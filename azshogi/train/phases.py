@@ -108,9 +108,8 @@ class TrainPhaseStats:
     value_loss_sum: float = 0.0
     opponent_policy_loss_sum: Optional[float] = None  # with model.opponent_policy
     seconds: float = 0.0
-    # with train.surprise_weight: positions given their surprise (train/surprise.py) before the
-    # phase's first step, and their mean (nats)
-    scored: int = 0
+    # with train.surprise_weight: the mean surprise (nats) of the positions scored before the
+    # phase's first step (train/surprise.py)
     mean_surprise: Optional[float] = None
 
     def add(self, metrics) -> None:

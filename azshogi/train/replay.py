@@ -77,7 +77,7 @@ class ReplayBuffer:
         self.entry_start = np.zeros(capacity, np.int64)  # absolute entry index
         self.entry_count = np.zeros(capacity, np.int32)
         self.surprise = np.full(capacity, np.nan, np.float16)  # train/surprise.py; NaN: not scored
-        self._surprise_cdf: Optional[tuple[int, int, np.ndarray]] = None  # (begin, end, cumulative sums)
+        self._surprise_cdf: Optional[np.ndarray] = None  # the window's cumulative surprise, until it changes
         self.labels = np.zeros(self.entry_capacity, np.int16)
         self.probs = np.zeros(self.entry_capacity, np.float16)
         self.begin = self.end = 0
@@ -166,7 +166,7 @@ class ReplayBuffer:
             self._allocate(capacity, self.entry_capacity // self.capacity)
             self.begin = self.end = first
             self.extend(block)
-            self.set_surprise(self.end - len(surprise), surprise)
+            self.set_surprise(np.arange(self.end - len(surprise), self.end), surprise)
 
     # --- surprise (train/surprise.py) ---
 
@@ -175,14 +175,14 @@ class ReplayBuffer:
         scored)."""
         return self.surprise[np.arange(self.begin, self.end) % self.capacity]
 
-    def set_surprise(self, start: int, values: np.ndarray) -> None:
-        """Sets the surprise of positions start, start + 1, ... (absolute indices); those before
-        the window are left out."""
-        values = np.asarray(values, np.float16)
-        skip = max(0, self.begin - start)
-        if start + len(values) > self.end:
-            raise ValueError(f"surprise for positions up to {start + len(values)}, past the window's end {self.end}")
-        self.surprise[np.arange(start + skip, start + len(values)) % self.capacity] = values[skip:]
+    def set_surprise(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Sets the surprise of the positions with absolute `indices`; those before the window
+        are left out."""
+        indices, values = np.asarray(indices, np.int64), np.asarray(values, np.float16)
+        if len(indices) and indices.max() >= self.end:
+            raise ValueError(f"surprise for position {indices.max()}, past the window's end {self.end}")
+        live = indices >= self.begin
+        self.surprise[indices[live] % self.capacity] = values[live]
         self._surprise_cdf = None
 
     def unscored(self) -> np.ndarray:
@@ -210,10 +210,10 @@ class ReplayBuffer:
     def surprise_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Ring slots (B,) drawn in proportion to the live positions' surprise (unscored ones
         count as 0); uniform if none has any."""
-        if self._surprise_cdf is None or self._surprise_cdf[:2] != (self.begin, self.end):
+        if self._surprise_cdf is None:  # extend, restore and set_surprise drop it
             weights = np.nan_to_num(self.window_surprise().astype(np.float64), nan=0.0)
-            self._surprise_cdf = (self.begin, self.end, np.cumsum(np.maximum(weights, 0.0)))
-        cdf = self._surprise_cdf[2]
+            self._surprise_cdf = np.cumsum(np.maximum(weights, 0.0))
+        cdf = self._surprise_cdf
         if not len(cdf) or cdf[-1] <= 0:
             return self.sample_indices(batch_size, rng)
         picks = np.searchsorted(cdf, rng.random(batch_size) * cdf[-1], side="right")
@@ -315,7 +315,7 @@ class StoredReplay:
         self.buffer.restore(begin, block)
         if "surprise" in state and len(self.buffer):  # the window's surprise, oldest first (begin..end)
             surprise = np.asarray(state["surprise"], np.float16)[-len(self.buffer):]
-            self.buffer.set_surprise(self.buffer.end - len(surprise), surprise)
+            self.buffer.set_surprise(np.arange(self.buffer.end - len(surprise), self.buffer.end), surprise)
         self.segments = [dict(s) for s in state["segments"]] if own else []
         self.stored_end = end if own else self.buffer.begin
 

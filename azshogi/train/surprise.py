@@ -56,8 +56,5 @@ def score(model: torch.nn.Module, buffer: ReplayBuffer, device: torch.device,
         values = np.asarray(read_back(torch.cat(out)), np.float32)  # one transfer for the phase
     finally:
         model.train(was_training)
-    # `todo` is increasing; positions scored together are runs of consecutive indices
-    breaks = np.flatnonzero(np.diff(todo) != 1) + 1
-    for run, vals in zip(np.split(todo, breaks), np.split(values, breaks)):
-        buffer.set_surprise(int(run[0]), vals)
+    buffer.set_surprise(todo, values)
     return len(todo), float(values.mean())
