@@ -179,6 +179,10 @@ class TrainConfig:
     # share of each batch is drawn in proportion to a position's surprise (how far its policy
     # target is from the policy of the network that played it), the rest uniformly; 0 = uniform
     surprise_weight: float = 0.0
+    # the network that plays (checkpoints' network for the engine, arena, exports and the in-loop
+    # rating) is an average of the trained one over checkpoints: at each, average <- d x average
+    # + (1 - d) x network (train/averaging.py); 0 = off, the trained network plays
+    average_decay: float = 0.0
     # each sampled position is trained on as its mirror image (files reflected) with probability
     # 1/2: the rules are symmetric, so every position teaches its mirror image too
     mirror: bool = False
@@ -398,6 +402,9 @@ def validate(cfg: Config) -> Config:
            "must be a finite number >= 0 (used with model.opponent_policy=true)", t.opponent_policy_weight)
     _check(0 <= t.surprise_weight <= 1, "train.surprise_weight", "must be in [0, 1] (0 = uniform sampling)",
            t.surprise_weight)
+    _check(0 <= t.average_decay < 1, "train.average_decay",
+           "must be in [0, 1) (0 = off: the trained network plays; 0.8 weighs about the last 10 checkpoints)",
+           t.average_decay)
     _check(0 <= t.value_target_root_weight <= 1, "train.value_target_root_weight",
            "must be in [0, 1]", t.value_target_root_weight)
     _check(t.max_consecutive_skips >= 1, "train.max_consecutive_skips", "must be >= 1", t.max_consecutive_skips)
@@ -485,7 +492,8 @@ STAGE_KEYS = (("model.blocks", "model.channels")
                  "loop.positions_per_checkpoint", "loop.steps_per_checkpoint", "replay.capacity")
               + tuple(f"train.{name}" for name in ("lr", "lr_schedule", "decay_steps", "min_lr_ratio", "batch_size",
                                                     "weight_decay", "momentum", "grad_clip", "value_loss_weight",
-                                                    "value_target_root_weight", "mirror", "surprise_weight")))
+                                                    "value_target_root_weight", "mirror", "surprise_weight",
+                                                    "average_decay")))
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 

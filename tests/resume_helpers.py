@@ -123,6 +123,8 @@ def loop_state(loop: Loop) -> dict:
     return {
         "counters": asdict(loop.counters),
         "model": plain(loop.model.state_dict()),
+        # train.average_decay: the network that plays (None without one)
+        "model_average": None if loop.run_state.average is None else plain(loop.run_state.average.state_dict()),
         "trainer": plain(loop.trainer.state_dict()),  # optimizer, AMP scaler, step counts
         "rng": {"python": plain(random.getstate()), "torch": plain(torch.get_rng_state()),
                 "train": plain(loop.train_rng.bit_generator.state)},

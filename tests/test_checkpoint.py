@@ -91,7 +91,8 @@ def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_w
     loop.restore()
     new = ckpt.load(loop.save(partial=True))
     added = {"model": {"opponent_policy": False},
-             "train": {"replay_window": "auto", "opponent_policy_weight": 0.15, "surprise_weight": 0.0}}
+             "train": {"replay_window": "auto", "opponent_policy_weight": 0.15, "surprise_weight": 0.0,
+                       "average_decay": 0.0}}
     for section in ("model", "train"):  # as saved, and the keys added since at their defaults
         before, now = old["config"][section], new["config"][section]
         assert {k: v for k, v in now.items() if k in before} == before, section
@@ -103,6 +104,7 @@ def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_w
         for group in state["trainer"]["optimizer"]["param_groups"]:
             group.pop("fused", None)
     assert new["counters"].pop("flat_starts") == {}  # a counter added since, at its default
+    assert new.pop("model_average") is None  # a part added since: no average (train.average_decay=0)
     assert_same(plain({k: v for k, v in new.items() if k != "config"}),
                 plain({k: v for k, v in old.items() if k != "config"}), "rewritten")
     counters = train(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)

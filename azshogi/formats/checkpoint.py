@@ -11,6 +11,8 @@ Format 2 (this version), a dict of plain values and tensors, in three parts:
     format      2
     the run state (train/run_state.py: `RUN_STATE`, what the loop and pretraining share):
     model       the network's state_dict
+    model_average   the state_dict of the network that plays (train.average_decay: an average of
+                `model` over checkpoints, train/averaging.py), or None: `model` plays
     trainer     optimizer, loss scaler, step counts (train/trainer.py)
     counters    the run's counters (train/run_state.RunCounters)
     rng         {"python", "numpy_train", "torch", "cuda"}: the random streams training draws from
@@ -41,7 +43,7 @@ from azshogi.formats.paths import checkpoint_number
 from azshogi.shogi.game_record import TrainingPositions
 
 FORMAT = 2
-RUN_STATE = ("model", "trainer", "counters", "rng", "config")  # the run state's keys
+RUN_STATE = ("model", "model_average", "trainer", "counters", "rng", "config")  # the run state's keys
 
 
 class CheckpointError(RuntimeError):
@@ -76,11 +78,13 @@ def empty_replay() -> dict:
 
 
 def network(state: dict, path: Path) -> tuple[dict, dict]:
-    """(the network's state_dict, the plain config it was built from) of a checkpoint's state,
-    of any format, or of any file with those two parts (the network alone, for play)."""
+    """(the state_dict of the network that plays, the plain config it was built from) of a
+    checkpoint's state, of any format, or of any file with those two parts (the network alone,
+    for play): the average of the trained network where the run kept one, else the network."""
     if "model" not in state or "config" not in state:
         raise CheckpointError(f"{path}: not an azshogi checkpoint (no model or config)")
-    return state["model"], state["config"]
+    average = state.get("model_average")
+    return (average if isinstance(average, dict) else state["model"]), state["config"]
 
 
 def save_network(state: dict, source: Path, out: Path) -> Path:
@@ -164,7 +168,7 @@ def upgrade(state: dict, path: Path) -> dict:
         return _from_format_1(state)
     if version != FORMAT:
         raise CheckpointError(f"{path}: not an azshogi checkpoint (format {version!r})")
-    return state
+    return {"model_average": None, **state}  # written before train.average_decay: none
 
 
 def _from_format_1(state: dict) -> dict:
@@ -191,7 +195,7 @@ def _from_format_1(state: dict) -> dict:
     }
     counters = dict(state["counters"])
     counters.setdefault("evaluated", counters["checkpoints"])  # format 1 did not say: assume done
-    return {**state, "format": FORMAT, "counters": counters, "selfplay": selfplay,
+    return {**state, "format": FORMAT, "model_average": None, "counters": counters, "selfplay": selfplay,
             "replay": {"begin": end - len(window), "end": end, "segments": [], "positions": window}}
 
 

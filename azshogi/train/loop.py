@@ -272,7 +272,9 @@ class Loop:
         stage = stage_at(cfg, c.checkpoints, c.flat_starts)
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
                          f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}"
-                         + (f", stage {stage} of {len(cfg.stages)}" if stage else ""))
+                         + (f", stage {stage} of {len(cfg.stages)}" if stage else "")
+                         + (f", plays the average of its networks (train.average_decay={cfg.train.average_decay})"
+                            if cfg.train.average_decay > 0 else ""))
         limit = cfg.loop.max_checkpoints
         if limit > 0 and c.checkpoints >= limit:  # nothing to play or train: say why, and what to do
             self.monitor.say(f"run '{cfg.run}' already reached loop.max_checkpoints={limit} "
@@ -427,6 +429,7 @@ class Loop:
         c.in_training = False
         c.phase_steps = 0
         c.positions_since_checkpoint = 0
+        self.run_state.average_checkpoint()  # train.average_decay: the network that plays
         stage = entered(self.base, c.checkpoints, c.flat_starts)
         shape = self.cfg.model
         games = None
@@ -472,10 +475,11 @@ class Loop:
         self.matches_running = True
         try:
             with self.clock.phase("eval"):
-                rate_checkpoint(self.model, self.run_state.cfg, self.device, self.paths,
+                playing = self.run_state.playing  # the checkpoint's network for play (train.average_decay)
+                rate_checkpoint(playing, self.run_state.cfg, self.device, self.paths,
                                 When(c.checkpoints, c.train_steps, c.games, c.wall_seconds),
                                 self.monitor.writer, self.monitor.say, progress=self.monitor.show_progress,
-                                evaluator=self.evaluator)
+                                evaluator=self.evaluator if playing is self.model else None)
             c.evaluated = c.checkpoints
             self.begin_flat_stage()
         except EvaluationInterrupted:

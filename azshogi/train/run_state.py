@@ -1,6 +1,8 @@
 """The run state: what training changes and a checkpoint must hold to continue exactly.
 
     model       the network (built from cfg.model on the run's device)
+    average     the network that plays, an average of `model` over checkpoints, or None
+                (train.average_decay; averaging.py)
     trainer     its optimizer, loss scaler and step counts (trainer.py)
     counters    the run's counters (`RunCounters`)
     random      Python's and torch's streams (CUDA's included), and the training stream that
@@ -25,6 +27,7 @@ import torch
 from azshogi.config import Config, ConfigError, from_plain, to_plain
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.nn.network import PolicyValueNet, from_config
+from azshogi.train import averaging
 from azshogi.train.trainer import Trainer, weights_finite
 
 
@@ -68,6 +71,7 @@ class RunState:
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.model = from_config(cfg.model).to(device)
+        self.average: Optional[torch.nn.Module] = None  # train.average_decay: updated at each checkpoint
         self.trainer = Trainer(self.model, cfg.train, device)
         self.train_rng = train_stream(cfg.seed)
         self.counters = RunCounters()
@@ -82,6 +86,7 @@ class RunState:
         as they are now."""
         return {
             "model": self.model.state_dict(),
+            "model_average": None if self.average is None else self.average.state_dict(),
             "trainer": self.trainer.state_dict(),
             "counters": asdict(self.counters),
             "rng": {
@@ -93,12 +98,24 @@ class RunState:
             "config": self.plain_config,
         }
 
+    @property
+    def playing(self) -> torch.nn.Module:
+        """The network that plays this checkpoint: the average where one is kept, else the model."""
+        return self.model if self.average is None else self.average
+
+    def average_checkpoint(self) -> None:
+        """Folds the model, as a checkpoint leaves it, into the average (averaging.py)."""
+        self.average = averaging.updated(self.average, self.model, self.cfg.train.average_decay, self.cfg.model)
+
     def use(self, cfg: Config, model: Optional[PolicyValueNet] = None) -> None:
         """Goes on with `cfg` (a stage's settings, train/stages.py) and, when given, another network
         (a grown one, or one of the stage's shape for a checkpoint's weights), trained by a new
-        optimizer from the old trainer's step (Trainer.carry_on)."""
+        optimizer from the old trainer's step (Trainer.carry_on). A new network, or a stage
+        without averaging, drops the average (a new one starts at the next checkpoint)."""
         self.cfg = cfg
         self.__dict__.pop("plain_config", None)
+        if model is not None or cfg.train.average_decay <= 0:
+            self.average = None
         if model is not None:
             old, self.model = self.trainer, model
             self.trainer = Trainer(model, cfg.train, self.device)
@@ -115,6 +132,8 @@ class RunState:
         checking that it fits this run's settings."""
         self.check_compatible(from_plain(state["config"]), path)
         self.model.load_state_dict(state["model"])
+        self.average = averaging.restored(state.get("model_average"), self.cfg.train.average_decay, self.cfg.model,
+                                          self.device)
         self.trainer.load_state_dict(state["trainer"])
         self.counters = RunCounters(**state["counters"])
         rng = state["rng"]

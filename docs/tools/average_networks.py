@@ -51,7 +51,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"{args.run}: no checkpoint {', '.join(map(str, missing or [args.first]))} "
                          f"(loop.keep_checkpoints keeps only the newest)")
     weights, config = average(files)
-    ckpt.write_network(weights, config, args.out, averaged=[str(p) for p in files])
+    ckpt.write_network(weights, config, args.out, averaged_from=[str(p) for p in files])
     print(f"{args.out}: the mean of {len(files)} networks of {args.run} (checkpoints {args.first}-{args.last})")
 
 
