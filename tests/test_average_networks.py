@@ -1,5 +1,6 @@
-"""docs/tools/average_networks.py: the mean of a run's networks over a range of checkpoints, as a
-network file that plays; a missing checkpoint of the range is named, not averaged around."""
+"""docs/tools/average_networks.py: the mean of a run's networks over a range of checkpoints (or
+their exponential average, as train.average_decay keeps it), as a network file that plays; a
+missing checkpoint of the range is named, not averaged around."""
 import pytest
 import torch
 from conftest import docs_tool
@@ -23,5 +24,12 @@ def test_the_mean_of_the_range_plays_and_a_gap_is_named(tmp_path):
         if value.is_floating_point():
             assert torch.allclose(value, (a + b) / 2, atol=1e-6), key
     assert not torch.equal(mean.state_dict()["stem1.weight"], four.state_dict()["stem1.weight"])
+    tool.main([str(run), "3", "5", str(tmp_path / "ema.pt"), "--decay", "0.5"])  # what train.average_decay keeps
+    ema, _ = load_model(tmp_path / "ema.pt")
+    three, _ = load_model(run / "ckpt-00003.pt")
+    for key, value in ema.state_dict().items():
+        if value.is_floating_point():
+            a, b, c = (m.state_dict()[key] for m in (three, four, five))
+            assert torch.allclose(value, 0.25 * a + 0.25 * b + 0.5 * c, atol=1e-6), key
     with pytest.raises(SystemExit, match="no checkpoint 2"):
         tool.main([str(run), "2", "4", str(tmp_path / "gap.pt")])

@@ -7,14 +7,22 @@ averages the weights of checkpoints 32 to 41 of run o32 (uniformly; the batch-no
 statistics averaged alike, a step count taken from the last): the weight averaging (SWA) that
 smooths the noise of a constant learning rate. docs/experiments/2026-11-27-seed-32-twins.md asks
 whether it mends a weak seed's 30 minutes.
+
+    python docs/tools/average_networks.py checkpoints/o32 1 41 o32-ema.pt --decay 0.8
+
+folds checkpoints 1 to 41 in turn into an exponential average instead, the one a run with
+train.average_decay=0.8 keeps (azshogi/train/averaging.py): for a run trained without it.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from azshogi.config import from_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import checkpoint_number
+from azshogi.nn.network import from_config
+from azshogi.train import averaging
 
 
 def average(files: list[Path]) -> tuple[dict, dict]:
@@ -33,12 +41,33 @@ def average(files: list[Path]) -> tuple[dict, dict]:
     return {k: (v / len(files)).float() if v.is_floating_point() else v for k, v in total.items()}, config
 
 
+def exponential(files: list[Path], decay: float) -> tuple[dict, dict]:
+    """(the state_dict, the last file's config) of the exponential average that train.average_decay
+    = `decay` keeps, over the networks in `files`, oldest first, all of one shape."""
+    average = None
+    config: dict = {}
+    for path in files:
+        weights, config = ckpt.network(ckpt.load(path), path)
+        shape = from_plain(config).model
+        model = from_config(shape)
+        try:
+            model.load_state_dict(weights)
+        except RuntimeError:
+            raise SystemExit(f"{path}: a network of another shape than {files[0]}") from None
+        average = averaging.updated(average, model, decay, shape)
+    assert average is not None
+    return average.state_dict(), config
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a run's checkpoint folder (checkpoints/RUN)")
     parser.add_argument("first", type=int, help="the first checkpoint number averaged")
     parser.add_argument("last", type=int, help="the last checkpoint number averaged")
     parser.add_argument("out", type=Path, help="the network file written")
+    parser.add_argument("--decay", type=float, default=0.0,
+                        help="an exponential average with this decay per checkpoint (train.average_decay), "
+                             "not the uniform mean")
     return parser.parse_args(argv)
 
 
@@ -50,9 +79,12 @@ def main(argv=None) -> None:
     if not files or missing:
         raise SystemExit(f"{args.run}: no checkpoint {', '.join(map(str, missing or [args.first]))} "
                          f"(loop.keep_checkpoints keeps only the newest)")
-    weights, config = average(files)
-    ckpt.write_network(weights, config, args.out, averaged_from=[str(p) for p in files])
-    print(f"{args.out}: the mean of {len(files)} networks of {args.run} (checkpoints {args.first}-{args.last})")
+    if not 0 <= args.decay < 1:
+        raise SystemExit(f"--decay {args.decay}: must be in [0, 1) (0: the uniform mean)")
+    weights, config = exponential(files, args.decay) if args.decay else average(files)
+    ckpt.write_network(weights, config, args.out, averaged_from=[str(p) for p in files], decay=args.decay)
+    what = f"the exponential average (decay {args.decay})" if args.decay else "the mean"
+    print(f"{args.out}: {what} of {len(files)} networks of {args.run} (checkpoints {args.first}-{args.last})")
 
 
 if __name__ == "__main__":
