@@ -20,6 +20,7 @@ from azshogi.config import (
     register_configs,
     to_config,
 )
+from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import RunPaths
 from azshogi.nn.network import build
 from azshogi.play.gauntlet import When, rate_checkpoint
@@ -126,14 +127,20 @@ def test_the_loop_evaluates_every_n_checkpoints(tmp_path):
     cfg = to_config(tiny_config(
         run="evaluated", checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"),
         selfplay=SelfPlayConfig(num_actors=2, write_hcpe3=False), rules=RulesConfig(max_plies=6),
-        replay=ReplayConfig(capacity=1000), train=TrainConfig(batch_size=4, warmup_steps=1),
+        replay=ReplayConfig(capacity=1000), train=TrainConfig(batch_size=4, warmup_steps=1, average_decay=0.5),
         loop=LoopConfig(positions_per_checkpoint=6, steps_per_checkpoint=1, max_checkpoints=2,
-                        selfplay_games_saved=0),
+                        selfplay_games_saved=0, keep_checkpoints=2),
         eval=EvalConfig(every=2, games=2, num_simulations=2, anchors=["greedy"], previous=False)))
-    Loop(cfg, show_progress=False).run()
+    loop = Loop(cfg, show_progress=False)
+    loop.run()
     history = json.loads((tmp_path / "logs" / "evaluated" / "eval" / "ratings.json").read_text())
     assert [h["checkpoint"] for h in history] == [2]  # every=2: not after checkpoint 1
     assert "eval/win_rate/greedy" in scalars(tmp_path / "logs" / "evaluated")
+    # the network rated is the one that plays: with train.average_decay, the average, not the trained one
+    saved = ckpt.load(tmp_path / "checkpoints" / "evaluated" / "ckpt-00002.pt")
+    rated = ckpt.load(loop.paths.eval_previous)["model"]
+    assert all(torch.equal(rated[k], v) for k, v in saved["model_average"].items())
+    assert not torch.equal(rated["stem1.weight"], saved["model"]["stem1.weight"])
 
 
 def test_eval_config_group_composes_and_is_checked():
