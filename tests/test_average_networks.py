@@ -31,5 +31,11 @@ def test_the_mean_of_the_range_plays_and_a_gap_is_named(tmp_path):
         if value.is_floating_point():
             a, b, c = (m.state_dict()[key] for m in (three, four, five))
             assert torch.allclose(value, 0.25 * a + 0.25 * b + 0.5 * c, atol=1e-6), key
+    # a run with train.average_decay plays its average; the tool averages what training left
+    six = torch.load(make_tiny_checkpoint(run / "ckpt-00006.pt", seed=6), weights_only=True)
+    torch.save({**six, "model_average": four.state_dict()}, run / "ckpt-00006.pt")
+    tool.main([str(run), "6", "6", str(tmp_path / "trained.pt")])
+    trained, _ = load_model(tmp_path / "trained.pt")
+    assert all(torch.equal(v, six["model"][k]) for k, v in trained.state_dict().items())
     with pytest.raises(SystemExit, match="no checkpoint 2"):
         tool.main([str(run), "2", "4", str(tmp_path / "gap.pt")])

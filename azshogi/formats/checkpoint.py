@@ -77,13 +77,14 @@ def empty_replay() -> dict:
     return {"begin": 0, "end": 0, "segments": []}
 
 
-def network(state: dict, path: Path) -> tuple[dict, dict]:
+def network(state: dict, path: Path, trained: bool = False) -> tuple[dict, dict]:
     """(the state_dict of the network that plays, the plain config it was built from) of a
     checkpoint's state, of any format, or of any file with those two parts (the network alone,
-    for play): the average of the trained network where the run kept one, else the network."""
+    for play): the average of the trained network where the run kept one, else (and with
+    `trained`) the network training left."""
     if "model" not in state or "config" not in state:
         raise CheckpointError(f"{path}: not an azshogi checkpoint (no model or config)")
-    average = state.get("model_average")
+    average = None if trained else state.get("model_average")
     return (average if isinstance(average, dict) else state["model"]), state["config"]
 
 

@@ -12,6 +12,8 @@ whether it mends a weak seed's 30 minutes.
 
 folds checkpoints 1 to 41 in turn into an exponential average instead, the one a run with
 train.average_decay=0.8 keeps (azshogi/train/averaging.py): for a run trained without it.
+Either way the networks averaged are the ones training left, not the averages that a run with
+train.average_decay plays: so one checkpoint's range (41 41) writes the network it trained.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def average(files: list[Path]) -> tuple[dict, dict]:
     total: dict = {}
     config: dict = {}
     for path in files:
-        weights, config = ckpt.network(ckpt.load(path), path)
+        weights, config = ckpt.network(ckpt.load(path), path, trained=True)
         if total and set(weights) != set(total):
             raise SystemExit(f"{path}: a network of another shape than {files[0]}")
         for key, value in weights.items():
@@ -47,7 +49,7 @@ def exponential(files: list[Path], decay: float) -> tuple[dict, dict]:
     average = None
     config: dict = {}
     for path in files:
-        weights, config = ckpt.network(ckpt.load(path), path)
+        weights, config = ckpt.network(ckpt.load(path), path, trained=True)
         shape = from_plain(config).model
         model = from_config(shape)
         try:
