@@ -346,6 +346,8 @@ AUTO_SEED = tuple(("l11", f"ckpt-{n:05d}.pt") for n in (42, 60, 80, 100, 120, 14
 IN_FLIGHT = (("s1", 2, 42), ("s2", 1, 41))
 OPENING_SEEDS = (21, 31, 32, 33)  # and the CPU preset with random opening plies, four new seeds (runs o21, o31, ...)
 # and seed 32 again: without options (p32), with the opponent-policy head (q32), with surprise-weighted sampling (s32)
+EMA_RUNS = ("o21", "o31", "o33", "p32")  # runs of the CPU preset whose exponential average was played afterwards
+AVERAGED_RUNS = ("a41", "a42")  # and two new seeds with train.average_decay=0.8
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -729,6 +731,20 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for seed in (21, 32)},
     **{f"azshogi-arena search:o{seed}-32-41.pt ladder --rungs sf-5 --games 100 --in-flight 100 -a nodes=64 --quiet":
        Skip(f"plays the network the command above writes from o{seed}'s checkpoints") for seed in (21, 32)},
+    # the network that plays as an average (train.average_decay): runs trained without it averaged, two seeds with it
+    **{f"python docs/tools/average_networks.py checkpoints/{run} 1 41 {run}-ema.pt --decay 0.8":
+       Check(f"needs {run}'s 41 checkpoints; test_average_networks.py runs the tool on tiny ones") for run in EMA_RUNS},
+    **{f"python docs/tools/average_networks.py checkpoints/{run} 41 41 {run}-41.pt":
+       Check(f"needs {run}'s checkpoint 41; test_average_networks.py runs the tool on tiny ones")
+       for run in AVERAGED_RUNS},
+    **{f"azshogi-arena search:{name}.pt ladder --rungs sf-5 --games 100 --in-flight 100 -a nodes=64 --quiet":
+       Skip("plays the network the command above writes")
+       for name in [f"{run}-ema" for run in EMA_RUNS] + [f"{run}-41" for run in AVERAGED_RUNS]},
+    **{f"azshogi +experiment=cpu seed={run[1:]} run={run} train.average_decay=0.8 loop.max_checkpoints=41 "
+       "eval.every=0 loop.keep_checkpoints=100":
+       Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for run in AVERAGED_RUNS},
+    **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
+       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run in AVERAGED_RUNS},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
