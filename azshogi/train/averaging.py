@@ -35,9 +35,7 @@ def updated(average: Optional[torch.nn.Module], model: torch.nn.Module, decay: f
         return None
     weights = model.state_dict()
     if average is None:
-        average = from_config(shape).to(next(model.parameters()).device)
-        average.load_state_dict(weights)
-        return average.eval().requires_grad_(False)
+        return restored(weights, decay, shape, next(model.parameters()).device)
     with torch.no_grad():
         for key, value in average.state_dict().items():
             if value.is_floating_point():

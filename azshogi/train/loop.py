@@ -399,8 +399,7 @@ class Loop:
         surprise_weight = cfg.train.surprise_weight
         with self.clock.phase("train"):
             if surprise_weight > 0:  # the new positions' surprise under the network that played them
-                _, stats.mean_surprise = surprise.score(self.trainer.model, self.replay,
-                                                                   self.run_state.device)
+                _, stats.mean_surprise = surprise.score(self.trainer.model, self.replay, self.run_state.device)
             while c.phase_steps < steps and not self.stop_requested:
                 batch = batches.sample(cfg.train.batch_size, self.train_rng, cfg.train.mirror, self.trainer.opponent,
                                        surprise_weight)
