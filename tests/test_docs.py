@@ -348,6 +348,7 @@ OPENING_SEEDS = (21, 31, 32, 33)  # and the CPU preset with random opening plies
 # and seed 32 again: without options (p32), with the opponent-policy head (q32), with surprise-weighted sampling (s32)
 EMA_RUNS = ("o21", "o31", "o33", "p32")  # runs of the CPU preset whose exponential average was played afterwards
 AVERAGED_RUNS = ("a41", "a42")  # and two new seeds with train.average_decay=0.8
+DEEPER_21_RUNS = ("e51", "e52", "e53")  # three new seeds with the deeper search from checkpoint 21
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -745,6 +746,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for run in AVERAGED_RUNS},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
        Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run in AVERAGED_RUNS},
+    **{f"azshogi +experiment=cpu seed={run[1:]} run={run} stages.deeper.from_checkpoint=21 loop.max_checkpoints=41 "
+       "eval.every=0 loop.keep_checkpoints=100":
+       Check("trains for 33 checkpoints and more (30 minutes on a quiet 2-core machine)") for run in DEEPER_21_RUNS},
+    **{_ladder_match(run, "ckpt-00033.pt", "greedy,sf-5")[0]:
+       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run in DEEPER_21_RUNS},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
