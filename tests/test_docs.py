@@ -351,6 +351,8 @@ AVERAGED_RUNS = ("a41", "a42")  # and two new seeds with train.average_decay=0.8
 DEEPER_21_RUNS = ("e51", "e52", "e53")  # three new seeds with the deeper search from checkpoint 21
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
+THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
+SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
@@ -610,7 +612,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "simulations=2")),
     **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run=m{seed} loop.max_checkpoints=41":
-       Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for seed in (1, 2)},
+       THIRTY_MINUTES for seed in (1, 2)},
     **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs greedy,sf-5 --games 100 --in-flight 100 "
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
        for run, name in MIRROR_RUNS},
@@ -718,15 +720,15 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # random opening plies, four new seeds to checkpoint 41; the first one's match runs (tiny), the others' are the same
     **{f"azshogi +experiment=cpu seed={seed} run=o{seed} selfplay.opening_random_plies=6 loop.max_checkpoints=41 "
        "eval.every=0 loop.keep_checkpoints=100":
-       Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for seed in OPENING_SEEDS},
+       THIRTY_MINUTES for seed in OPENING_SEEDS},
     **dict([_ladder_match(f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt", "greedy,sf-5")]),
     **{_ladder_match(f"o{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]:
-       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for seed in OPENING_SEEDS[1:]},
+       SAME_MATCH for seed in OPENING_SEEDS[1:]},
     **{f"azshogi +experiment=cpu seed=32 run={run}{option} loop.max_checkpoints=41 eval.every=0 "
-       "loop.keep_checkpoints=100": Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
+       "loop.keep_checkpoints=100": THIRTY_MINUTES
        for run, option in TWINS_32},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
-       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run, _ in TWINS_32},
+       SAME_MATCH for run, _ in TWINS_32},
     **{f"python docs/tools/average_networks.py checkpoints/o{seed} 32 41 o{seed}-32-41.pt":
        Check(f"needs o{seed}'s checkpoints 32-41; test_average_networks.py runs the tool on tiny ones")
        for seed in (21, 32)},
@@ -743,14 +745,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for name in [f"{run}-ema" for run in EMA_RUNS] + [f"{run}-41" for run in AVERAGED_RUNS]},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run} train.average_decay=0.8 loop.max_checkpoints=41 "
        "eval.every=0 loop.keep_checkpoints=100":
-       Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)") for run in AVERAGED_RUNS},
+       THIRTY_MINUTES for run in AVERAGED_RUNS},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
-       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run in AVERAGED_RUNS},
+       SAME_MATCH for run in AVERAGED_RUNS},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run} stages.deeper.from_checkpoint=21 loop.max_checkpoints=41 "
        "eval.every=0 loop.keep_checkpoints=100":
        Check("trains for 33 checkpoints and more (30 minutes on a quiet 2-core machine)") for run in DEEPER_21_RUNS},
     **{_ladder_match(run, "ckpt-00033.pt", "greedy,sf-5")[0]:
-       Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's") for run in DEEPER_21_RUNS},
+       SAME_MATCH for run in DEEPER_21_RUNS},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
