@@ -139,10 +139,17 @@ class SelfPlayConfig:
     # `resign_threshold` for `resign_moves` consecutive own moves resigns, except in a share
     # `resign_playout_share` of games (drawn from each game's own stream), played out to count
     # false resignations (selfplay/false_resign_rate; selfplay/resign_threshold_suggested: the
-    # threshold those games support, 5% false, AlphaZero's rule, not applied by the run). 0 = off.
+    # threshold those games support, 5% false, AlphaZero's rule). 0 = off.
     resign_threshold: float = 0.0
     resign_moves: int = 3
     resign_playout_share: float = 0.1
+    # The automatic threshold (AlphaZero's rule, applied): > 0 (AlphaZero: 0.05), at each checkpoint
+    # the run sets the threshold to the highest one at which no more than this share of the last
+    # `resign_window` checkpoints' played-out would-be resignations were false, starting from
+    # resign_threshold (0: none until played-out games support one; selfplay/resignation.py). 0 = the
+    # threshold stays resign_threshold.
+    resign_target: float = 0.0
+    resign_window: int = 10
     # Opening diversity: each game starts with 0..opening_random_plies uniformly random legal
     # plies (the count and the moves drawn from the game's own stream), in its record but no
     # training positions. 0 = off.
@@ -383,6 +390,12 @@ def validate(cfg: Config) -> Config:
     _check(0 <= sp.resign_threshold < 1, "selfplay.resign_threshold", "must be a win rate in [0, 1) (0 = off)",
            sp.resign_threshold)
     _check(sp.resign_moves >= 1, "selfplay.resign_moves", "must be >= 1", sp.resign_moves)
+    _check(0 <= sp.resign_target < 1, "selfplay.resign_target",
+           "must be a share of false resignations in [0, 1) (0 = a fixed threshold; AlphaZero: 0.05)", sp.resign_target)
+    _check(sp.resign_target == 0 or sp.resign_playout_share > 0, "selfplay.resign_playout_share",
+           "must be > 0 with selfplay.resign_target: the automatic threshold is set from the games played out",
+           sp.resign_playout_share)
+    _check(sp.resign_window >= 1, "selfplay.resign_window", "must be >= 1 (checkpoints)", sp.resign_window)
     _check(0 <= sp.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]",
            sp.resign_playout_share)
     _check(sp.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0 (0 = off)",

@@ -19,8 +19,18 @@ from azshogi.formats.dlshogi import Hcpe3Writer, read_hcpe3
 from azshogi.formats.records import kif_text
 from azshogi.search import GumbelSearch
 from azshogi.search.result import BatchSearchResult
-from azshogi.selfplay.actors import Resignation, SelfPlay, false_resignations, resign_levels, suggested_threshold
+from azshogi.selfplay.actors import SelfPlay
 from azshogi.selfplay.drivers import SelfPlayTotals
+from azshogi.selfplay.resignation import (
+    MIN_SUPPORT,
+    Resignation,
+    false_resignations,
+    next_threshold,
+    prune,
+    resign_levels,
+    suggested_threshold,
+    tally,
+)
 from azshogi.shogi import features
 from azshogi.shogi.rules import Rules, Termination
 from azshogi.train.monitor import Monitor
@@ -240,3 +250,76 @@ def test_the_suggested_threshold_keeps_false_resignations_under_five_percent():
     would, falsely = false_resignations(true + [draw], np.array([0.3, 0.31, 0.41]))
     assert would.tolist() == [0, 20, 21] and falsely.tolist() == [0, 0, 1]
     assert suggested_threshold([]) is None
+
+
+# --- the automatic threshold (selfplay.resign_target) ---
+
+def counts_of(samples: list, checkpoint: int = 1) -> dict:
+    counts: dict = {}
+    for levels, win in samples:
+        tally(counts, checkpoint, levels, win)
+    return counts
+
+
+def test_the_automatic_threshold_rises_on_enough_support_and_falls_on_any_evidence():
+    true = (np.array([[0.3, WHITE]]), BLACK)  # white would resign above 0.3, and loses
+    false = (np.array([[0.1, BLACK]]), BLACK)  # black would resign above 0.1, and wins
+    # 19 true would-be resignations up to 0.5 are too few to rise on; 20 are enough.
+    assert next_threshold(0.0, counts_of([true] * (MIN_SUPPORT - 1)), 1, 10, 0.05) == (0.0, "")
+    risen, words = next_threshold(0.0, counts_of([true] * MIN_SUPPORT), 1, 10, 0.05)
+    assert risen == 0.5 and words.startswith("resignation threshold 0.00 -> 0.50")
+    # One false resignation above 0.1 brings it down at once, whatever the support.
+    fallen, words = next_threshold(0.5, counts_of([true] * MIN_SUPPORT + [false]), 1, 10, 0.05)
+    assert fallen == 0.1 and "0.50 -> 0.10" in words and "at 0.11, 1 of 1 false" in words
+    # Games of the last `window` checkpoints count: the false one of checkpoint 1 is out of a
+    # 2-checkpoint window at checkpoint 3, and the 20 true ones of checkpoint 3 are in.
+    counts = {**counts_of([false], 1), **counts_of([true] * MIN_SUPPORT, 3)}
+    assert next_threshold(0.0, counts, 3, 3, 0.05)[0] == 0.0
+    assert next_threshold(0.0, counts, 3, 2, 0.05)[0] == 0.5
+    prune(counts, 3, 2)
+    assert sorted(counts) == [3]
+
+
+def test_a_new_threshold_counts_the_games_in_progress_again():
+    # Black sees a win rate of 0.1 at every move. Automatic, at 0: nobody resigns, and the games
+    # are drawn to be played out as with any threshold (the same streams).
+    auto = SelfPlay(ValueSearch(losing(BLACK)), Rules(max_plies=40), 2, seed=3,
+                    resignation=Resignation(0.0, 2, 0.0, auto=True))
+    for _ in range(6):
+        assert auto.step() == []
+    assert [a.low for a in auto.actors] == [[0, 0], [0, 0]]
+    auto.set_resign_threshold(0.2)  # black has been below it for 3 moves: it resigns at its next
+    assert [a.low for a in auto.actors] == [[3, 0], [3, 0]]
+    games = auto.step()
+    assert [g.record.termination for g in games] == [Termination.RESIGN] * 2 and auto.resigned == 2
+    assert all(len(g.record) == 6 and g.record.winner == WHITE for g in games)
+
+
+def test_a_run_sets_its_threshold_from_its_played_out_games_and_resumes_exactly(tiny_config, tmp_path):
+    """A run that starts at 0.9 with an untrained network: its win rates stay near 0.5, so every
+    side resigns within a few moves, and the played-out games say that about half of those
+    resignations are false: at the first checkpoint the threshold falls. The log and TensorBoard
+    say so, the next phase resigns less, and a run resumed at that checkpoint continues exactly."""
+    from resume_helpers import RecordingLoop, assert_continues, run_config
+
+    cfg = tiny_config("device=cpu", "eval.every=0", "loop.max_checkpoints=2", "selfplay.resign_threshold=0.9",
+                      "selfplay.resign_moves=2", "selfplay.resign_target=0.05", "selfplay.resign_playout_share=0.5",
+                      "loop.keep_checkpoints=5", "rules.max_plies=40")
+    straight = RecordingLoop(run_config(cfg, tmp_path, "straight"))
+    straight.run()
+    first, second = (straight.written[f"ckpt-0000{k}.pt"]["counters"] for k in (1, 2))
+    assert first["resign_threshold"] < 0.9 and sorted(first["resign_counts"]) == [1]
+    log = (tmp_path / "logs" / "straight" / "azshogi.log").read_text()
+    assert f"checkpoint 1: resignation threshold 0.90 -> {first['resign_threshold']:.2f}" in log
+    assert ", resigned " in log and " at 0.90, false " in log
+    acc = EventAccumulator(str(tmp_path / "logs" / "straight"))
+    acc.Reload()
+    thresholds = [s.value for s in acc.Scalars("selfplay/resign_threshold")]
+    assert thresholds[0] == pytest.approx(0.9) and thresholds[1] == pytest.approx(first["resign_threshold"])
+    resigned = [s.value for s in acc.Scalars("selfplay/resigned")]
+    games = [second["games"] - first["games"], first["games"]]
+    assert resigned[1] / games[0] < resigned[0] / games[1]  # a lower threshold resigns fewer games
+    resumed = RecordingLoop(run_config(cfg, tmp_path, "resumed",
+                                       resume=str(tmp_path / "checkpoints" / "straight" / "ckpt-00001.pt")))
+    resumed.run()
+    assert_continues(resumed.written["ckpt-00002.pt"], straight.written["ckpt-00002.pt"], "ckpt-00002.pt")

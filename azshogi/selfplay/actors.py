@@ -11,14 +11,15 @@ simulations. Both are played; only the full searches' positions are training pos
 more moves are played per network evaluation while every recorded target keeps the full
 search's quality. Off (probability 0) draws nothing and records every move.
 
-Resignation (AlphaZero; `Resignation`): a side whose full searches' root win rate stays below
+Resignation (AlphaZero; resignation.py): a side whose full searches' root win rate stays below
 `threshold` for `moves` consecutive own full searches resigns: the game ends there and the
 resigner loses (RESIGN); the position it resigned in is no training position (it has no move,
 and hcpe3 stores one per position). A share `playout_share` of games, drawn at each game's start
 from its own stream, is played out instead: the first side that would have resigned is noted,
 and when the game ends the count of played-out games grows, and that of false resignations when
 that side did not lose. The rule reads only the recorded root values (cheap searches neither
-count nor break a run), so a resumed game rebuilds its state from them.
+count nor break a run), so a resumed game rebuilds its state from them, and so does every game
+in progress when the run's automatic threshold changes (`set_resign_threshold`).
 
 Opening diversity (`opening_plies`): each game starts with k uniformly random legal plies, k
 drawn uniformly from 0..opening_plies from its own stream (a ply that would end the game is taken
@@ -30,13 +31,14 @@ The loop drives self-play through a `SelfPlayDriver` (drivers.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import cshogi
 import numpy as np
 
 from azshogi.selfplay import in_progress
+from azshogi.selfplay.resignation import Resignation, resign_levels
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord, SelfPlayGame, TrainingPositions
 from azshogi.shogi.rules import Outcome, Rules, Termination, outcome, random_plies, winner
@@ -60,83 +62,6 @@ class PlayoutCap:
     @classmethod
     def from_config(cls, selfplay_config) -> "PlayoutCap":
         return cls(selfplay_config.cheap_search_prob, selfplay_config.cheap_simulations)
-
-
-@dataclass(frozen=True)
-class Resignation:
-    """Resignation in self-play (see the module docstring). threshold: a root win rate in [0, 1),
-    0 = off (no draw, no resignation); moves: consecutive own full searches below it;
-    playout_share: the share of games played out to count false resignations."""
-
-    threshold: float = 0.0
-    moves: int = 3
-    playout_share: float = 0.1
-
-    @property
-    def on(self) -> bool:
-        return self.threshold > 0
-
-    @classmethod
-    def from_config(cls, selfplay_config) -> "Resignation":
-        sp = selfplay_config
-        return cls(sp.resign_threshold, sp.resign_moves, sp.resign_playout_share)
-
-    def played_out(self, fresh_rng: np.random.Generator) -> bool:
-        """Whether a game is played out: the first draw of its stream (`fresh_rng` is a new
-        game's, so that a resumed game draws the same again from game_rng)."""
-        return bool(fresh_rng.random() < self.playout_share)
-
-
-FALSE_RESIGN_TARGET = 0.05  # AlphaZero kept false resignations under 5%
-THRESHOLD_GRID = np.round(np.arange(0.01, 0.51, 0.01), 2)  # the thresholds the rule tries
-
-
-def resign_levels(plies: np.ndarray, root_values: np.ndarray, moves: int) -> np.ndarray:
-    """Where a game's sides would have resigned: one row (level, side) per full search that ends
-    a run of `moves` own full searches, in game order; its side would have resigned there at any
-    threshold above `level`, the highest root win rate of that run. (K, 2) float64 (as the rule
-compares them in self-play)."""
-    win_rates, sides = (np.asarray(root_values, np.float64) + 1) / 2, np.asarray(plies) % 2
-    index, levels, who = [np.zeros(0, np.int64)], [np.zeros(0)], [np.zeros(0)]
-    for side in (0, 1):
-        own = np.flatnonzero(sides == side)
-        if len(own) >= moves:
-            index.append(own[moves - 1:])
-            levels.append(np.lib.stride_tricks.sliding_window_view(win_rates[own], moves).max(axis=1))
-            who.append(np.full(len(own) - moves + 1, side))
-    order = np.argsort(np.concatenate(index), kind="stable")
-    return np.stack([np.concatenate(levels)[order], np.concatenate(who)[order]], axis=1)
-
-
-def false_resignations(samples: list, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per threshold t: the played-out games that would have been resigned, and of those the
-    false resignations. At t a game is resigned by the first side whose level is below t,
-    falsely when that side did not lose. samples: (levels, winner) of played-out games
-    (resign_levels; winner None for a draw)."""
-    thresholds = np.asarray(thresholds, np.float64)
-    would, false = np.zeros(len(thresholds), np.int64), np.zeros(len(thresholds), np.int64)
-    for levels, win in samples:
-        if not len(levels):
-            continue
-        below = levels[None, :, 0] < thresholds[:, None]
-        hit = below.any(axis=1)
-        resigner = levels[below.argmax(axis=1), 1]
-        lost = np.zeros(len(thresholds), np.bool_) if win is None else resigner != win
-        would += hit
-        false += hit & ~lost
-    return would, false
-
-
-def suggested_threshold(samples: list, target: float = FALSE_RESIGN_TARGET) -> Optional[float]:
-    """The resignation threshold that played-out games support (AlphaZero's rule): the highest of
-    THRESHOLD_GRID at which, and at every lower one, false resignations stay within `target` of
-    the games that would have resigned (false_resignations). None without samples; 0.0 when even
-    the lowest threshold resigns too many games falsely."""
-    if not samples:
-        return None
-    would, false = false_resignations(samples, THRESHOLD_GRID)
-    ok = np.cumprod(false <= target * would).astype(np.bool_)
-    return float(THRESHOLD_GRID[ok][-1]) if ok.any() else 0.0
 
 
 @dataclass
@@ -210,6 +135,21 @@ class SelfPlay:
             actor.would_resign = side
             return False
         return True
+
+    def _recount(self, actor: Actor) -> None:
+        """An actor's resignation state at the threshold in force, from its recorded root values
+        (a resumed game, or a new threshold): a side already below it for `moves` searches resigns
+        at its next full search still below."""
+        actor.low, actor.would_resign = [0, 0], None
+        for ply, value in zip(actor.plies, actor.root_values):
+            self._resigns(actor, ply % 2, value)
+
+    def set_resign_threshold(self, threshold: float) -> None:
+        """Resigns from now on below `threshold` (the run's automatic threshold; resignation on),
+        each game in progress counted again at it."""
+        self.resignation = replace(self.resignation, threshold=threshold)
+        for actor in self.actors:
+            self._recount(actor)
 
     def _full_searches(self) -> np.ndarray:
         """(A,) bool: the actors whose move gets the full search, each drawn from its game's own
@@ -300,8 +240,7 @@ class SelfPlay:
             actor.labels, actor.probs = g["labels"], g["probs"]
             if self.resignation.on:  # its resignation state, from its recorded root values
                 actor.play_out = self.resignation.played_out(game_rng(self.seed, actor.game_id))
-                for ply, value in zip(actor.plies, actor.root_values):
-                    self._resigns(actor, ply % 2, value)
+                self._recount(actor)
             actors.append(actor)
         while len(actors) < len(self.actors):
             actors.append(self._new_actor())

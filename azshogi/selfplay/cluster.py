@@ -194,8 +194,12 @@ class SelfPlayNode:
                 "device": str(self.device), "games": self.games, "processes": self.driver.processes,
                 "note": self.note}
 
-    def set_weights(self, version: int, weights: dict) -> int:
+    def set_weights(self, version: int, weights: dict, resign_threshold: Optional[float] = None) -> int:
+        """The learner's weights and, when the run sets it (selfplay.resign_target), the
+        resignation threshold in force."""
         self.model.load_state_dict(weights)
+        if resign_threshold is not None:
+            self.driver.set_resign_threshold(resign_threshold)
         self.version = version
         return version
 
@@ -258,6 +262,7 @@ class ClusterSelfPlay:
         self._pending_state: Optional[dict] = None
         self._sent_version: Optional[int] = None
         self._weights_ref: Any = None
+        self.resign_threshold: Optional[float] = None  # the run's automatic one, sent with the weights
         self._started = self._closed = False
         self._connection = Connection(False)
         self._full_warned = False
@@ -344,6 +349,12 @@ class ClusterSelfPlay:
         if self._started:
             raise RuntimeError("load_state_dict() after the nodes have started")
         self._pending_state = state
+
+    def set_resign_threshold(self, threshold: float) -> None:
+        """Sent with the next weights to every node (new nodes included)."""
+        self.resign_threshold = threshold
+        for node in self.alive:
+            node.version = -1  # the weights again (the same object in the store) with the threshold
 
     def status(self) -> DriverStatus:
         if not self.nodes:  # the nodes start with the first phase
@@ -505,7 +516,7 @@ class ClusterSelfPlay:
         for node in self.alive:
             if node.version != version:
                 # runs before its next call; kept to say why, should the node answer with another version
-                node.weights_call = node.handle.set_weights.remote(version, self._weights_ref)
+                node.weights_call = node.handle.set_weights.remote(version, self._weights_ref, self.resign_threshold)
                 node.version = version
 
     def _check_weights_loaded(self, node: Node) -> None:

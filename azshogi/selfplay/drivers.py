@@ -97,6 +97,11 @@ class SelfPlayDriver(Protocol):
 
     def status(self) -> DriverStatus: ...
 
+    def set_resign_threshold(self, threshold: float) -> None:
+        """Resigns below `threshold` from the next move on (the run's automatic threshold), in
+        every process, those started later included; while paused."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -123,6 +128,9 @@ class InProcessSelfPlay:
 
     def status(self) -> DriverStatus:
         return DriverStatus()
+
+    def set_resign_threshold(self, threshold: float) -> None:
+        self.selfplay.set_resign_threshold(threshold)
 
     def close(self) -> None:
         pass

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from azshogi.search import make_search
-from azshogi.selfplay.actors import PlayoutCap, Resignation, SelfPlay
+from azshogi.selfplay.actors import PlayoutCap, SelfPlay
 from azshogi.selfplay.drivers import InProcessSelfPlay, SelfPlayDriver, leaves_per_actor, server_batch
+from azshogi.selfplay.resignation import Resignation
 from azshogi.selfplay.workers import WorkerSelfPlay
 from azshogi.shogi.rules import rules_of
 

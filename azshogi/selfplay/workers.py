@@ -13,11 +13,12 @@ group's pipe and serves evaluations while it waits for their messages:
                      ("pause",)        stop after the move in progress
                      ("state",)        send your games in progress (in_progress.py's flat arrays)
                      ("load", state)   replace your games in progress
+                     ("resign", t)     resign below win rate t from now on (the automatic threshold)
                      ("stop",)         exit
     group -> main    ("ready",)        started
                      ("moved", finished games, SelfPlayTotals of the move)   after every move
                      ("paused",)       between two moves, until the next "play"
-                     ("state", state) / ("loaded",)
+                     ("state", state) / ("loaded",) / ("resign set",)
                      ("error", traceback)   then its worker exits
 
 A group reads commands between moves (one that arrives during a forward pass waits in its
@@ -55,8 +56,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from azshogi.selfplay import in_progress
-from azshogi.selfplay.actors import PlayoutCap, Resignation
+from azshogi.selfplay.actors import PlayoutCap
 from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals, groups_per_worker, totals_of
+from azshogi.selfplay.resignation import Resignation
 from azshogi.selfplay.server import ClientHandle, ClientLost, IdleClock, InferenceServer, ServerGone
 from azshogi.shogi.game_record import SelfPlayGame
 from azshogi.shogi.rules import Rules
@@ -144,6 +146,9 @@ def _group_main(handle: ClientHandle, search_config, rules: Rules, num_actors: i
             elif command[0] == "load":
                 selfplay.load_state_dict(command[1])
                 client.send(("loaded",))
+            elif command[0] == "resign":
+                selfplay.set_resign_threshold(command[1])
+                client.send(("resign set",))
             elif command[0] == "stop":
                 return 0
             else:
@@ -283,6 +288,17 @@ class WorkerSelfPlay:
 
     def status(self) -> DriverStatus:
         return DriverStatus()
+
+    def set_resign_threshold(self, threshold: float) -> None:
+        """Workers started later take it at their start; running ones are told (while paused)."""
+        self.resignation = replace(self.resignation, threshold=threshold)
+        if self.server is None:
+            return
+        if self.active:
+            raise RuntimeError("set_resign_threshold() while workers are playing")
+        for c in range(self.clients):
+            self._command(c, ("resign", threshold), activity=False)
+        self._await_each("resign set", ANSWER_TIMEOUT_S)
 
     def close(self) -> None:
         """Stops and joins every worker, removes the shared memory; safe to call again."""

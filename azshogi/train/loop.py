@@ -40,7 +40,7 @@ from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
 from azshogi.nn.network import from_config
-from azshogi.selfplay import in_progress
+from azshogi.selfplay import in_progress, resignation
 from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, server_batch
 from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
@@ -164,6 +164,8 @@ class Loop:
         self.restored_games = in_progress.num_games(parts.selfplay)
         if not rebuilt:
             self.selfplay.load_state_dict(parts.selfplay)
+        if self.counters.resign_threshold is not None:  # the automatic one, where the run had set it
+            self.selfplay.set_resign_threshold(self.counters.resign_threshold)
 
     def restore(self) -> None:
         """Resumes from `resume=PATH`, else from the run's newest checkpoint, if any."""
@@ -298,6 +300,8 @@ class Loop:
             (c.train_steps + 1, c.train_steps + cfg.loop.steps_per_checkpoint), eta_now=c.games > 0,
             moves_per_position=1 / (1 - cfg.selfplay.cheap_search_prob), driver_status=self.selfplay.status)
         stats.positions = stats.positions_before = c.positions_since_checkpoint
+        stats.resign_threshold = self.resign_threshold()
+        auto_resign = cfg.selfplay.resign_target > 0
         reached = False
 
         def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
@@ -319,6 +323,8 @@ class Loop:
                     c.positions += positions
                     c.positions_since_checkpoint += positions
                     stats.add_game(game)
+                    if auto_resign and game.resign_levels is not None:  # a played-out game, for the threshold
+                        resignation.tally(c.resign_counts, c.checkpoints + 1, game.resign_levels, game.record.winner)
                     with self.clock.phase("records"):
                         self.write_records(game, stats.games)
             progress.update(stats, force=True)
@@ -328,6 +334,29 @@ class Loop:
         stats.play = self.selfplay.totals() - start  # times summed over workers
         stats.driver = self.selfplay.status()
         stats.moves = stats.play.moves  # workers' moves in flight at the end included
+
+    def resign_threshold(self) -> Optional[float]:
+        """The resignation threshold self-play plays with: the run's automatic one where it has
+        set one, else selfplay.resign_threshold; None with resignation off."""
+        sp, c = self.cfg.selfplay, self.counters
+        if sp.resign_target <= 0:
+            return sp.resign_threshold if sp.resign_threshold > 0 else None
+        return sp.resign_threshold if c.resign_threshold is None else c.resign_threshold
+
+    def update_resign_threshold(self) -> str:
+        """At a checkpoint, with selfplay.resign_target: the automatic threshold from the last
+        resign_window checkpoints' played-out games (selfplay/resignation.py), in the counters;
+        what the log says of a change ('' when none)."""
+        sp, c = self.cfg.selfplay, self.counters
+        if sp.resign_target <= 0:
+            return ""
+        resignation.prune(c.resign_counts, c.checkpoints, sp.resign_window)
+        current = self.resign_threshold()
+        assert current is not None
+        new, words = resignation.next_threshold(current, c.resign_counts, c.checkpoints, sp.resign_window,
+                                                sp.resign_target)
+        c.resign_threshold = new
+        return words
 
     def search_words(self) -> str:
         s = self.cfg.search
@@ -429,6 +458,7 @@ class Loop:
         c.phase_steps = 0
         c.positions_since_checkpoint = 0
         self.run_state.average_checkpoint()  # train.average_decay: the network that plays
+        resign = self.update_resign_threshold()
         stage = entered(self.base, c.checkpoints, c.flat_starts)
         shape = self.cfg.model
         games = None
@@ -436,6 +466,9 @@ class Loop:
             with self.clock.phase("pause"):
                 games = self.selfplay.state_dict()
             self.enter_stage(c.checkpoints, games)
+        if c.resign_threshold is not None and (resign or stage):  # a new threshold, or a new driver
+            with self.clock.phase("pause"):
+                self.selfplay.set_resign_threshold(c.resign_threshold)
         path = self.save(partial=False, games=games)
         times = self.clock.lap()  # the wall time since the previous checkpoint line
         c.wall_seconds += times.wall
@@ -453,6 +486,8 @@ class Loop:
             + (f" opponent policy {opponent:.3f}" if opponent is not None else "") + " | "
             f"{rate:.0f} moves/s{cheap} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
             + (f" | {sp.driver.line}" if sp.driver.line else ""))
+        if resign:
+            self.monitor.say(f"checkpoint {c.checkpoints}: {resign}")
         if stage:
             grown = (f" (the network grown from {shape.blocks}x{shape.channels}, function-preserving; a new optimizer)"
                      if shape != self.cfg.model else "")

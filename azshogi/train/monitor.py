@@ -245,6 +245,8 @@ class Monitor:
         suggested = sp.suggested_resign_threshold()  # what the played-out games support (5% false)
         if suggested is not None:
             w.add_scalar("selfplay/resign_threshold_suggested", suggested, step)
+        if sp.resign_threshold is not None:  # the threshold the phase played with (resignation on)
+            w.add_scalar("selfplay/resign_threshold", sp.resign_threshold, step)
         w.add_scalar("selfplay/positions_total", total_positions, step)
         w.add_scalar("selfplay/replay_size", replay_size, step)
         w.add_scalar("selfplay/sample_reuse", sample_reuse, step)

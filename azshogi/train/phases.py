@@ -25,8 +25,8 @@ from typing import Callable, Iterator, Optional
 
 import cshogi
 
-from azshogi.selfplay.actors import suggested_threshold
 from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals
+from azshogi.selfplay.resignation import suggested_threshold
 from azshogi.shogi.game_record import SelfPlayGame
 
 PHASES = ("selfplay", "pause", "train", "checkpoint", "eval", "records")
@@ -57,6 +57,7 @@ class SelfPlayPhaseStats:
     driver: DriverStatus = field(default_factory=DriverStatus)  # a cluster's nodes, at the phase's end
     # Games played out past resignation: (where each side would have resigned, the winner)
     resign_samples: list = field(default_factory=list)
+    resign_threshold: Optional[float] = None  # the threshold the phase played with (None: resignation off)
 
     def add_game(self, game: SelfPlayGame) -> None:
         """A finished game."""
@@ -78,12 +79,14 @@ class SelfPlayPhaseStats:
         return suggested_threshold(self.resign_samples)
 
     def resign_words(self) -> str:
-        """The resignations for the checkpoint line: ", resigned R, false F/P, 5%: T" ("" when off)."""
+        """The resignations for the checkpoint line: ", resigned R at T, false F/P, 5%: S" ("" when
+        off)."""
         p = self.play
         if not (p.resigned or p.resign_playouts or self.resign_samples):
             return ""
         suggested = self.suggested_resign_threshold()
-        return (f", resigned {p.resigned}, false {p.false_resigns}/{p.resign_playouts}"
+        at = "" if self.resign_threshold is None else f" at {self.resign_threshold:.2f}"
+        return (f", resigned {p.resigned}{at}, false {p.false_resigns}/{p.resign_playouts}"
                 + ("" if suggested is None else f", 5%: {suggested:.2f}"))
 
     @property

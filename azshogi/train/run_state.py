@@ -48,6 +48,11 @@ class RunCounters:
     wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint line, all sessions
     # the when_flat stages begun (train/stages.py): name -> the checkpoint it began at
     flat_starts: dict[str, int] = field(default_factory=dict)
+    # The automatic resignation threshold (selfplay.resign_target; selfplay/resignation.py): the one
+    # in force (None: selfplay.resign_threshold), and per checkpoint its phase's played-out games'
+    # counts on the threshold grid (the last selfplay.resign_window checkpoints')
+    resign_threshold: Optional[float] = None
+    resign_counts: dict[int, list] = field(default_factory=dict)
 
     @property
     def sample_reuse(self) -> float:
