@@ -217,6 +217,26 @@ def test_the_counts_come_back_from_the_worker_processes(tiny_config):
     assert totals.resigned + totals.resign_playouts >= len(finished)
 
 
+def test_a_new_threshold_reaches_the_worker_processes(tiny_config):
+    # Automatic, at 0: nobody resigns; told 0.9 while paused, the workers' games resign (an
+    # untrained network's win rates stay near 0.5).
+    from azshogi.train.loop import build_components
+
+    cfg = tiny_config("selfplay.num_workers=1", "selfplay.resign_target=0.05", "selfplay.resign_moves=2",
+                      "selfplay.resign_playout_share=0.01", "rules.max_plies=12")
+    driver = build_components(cfg).selfplay
+    try:
+        before = [g for g in driver.play(until=lambda: driver.totals().moves >= 30)]
+        assert driver.totals().resigned == 0 and all(g.record.termination != Termination.RESIGN for g in before)
+        driver.set_resign_threshold(0.9)
+        after: list = []
+        for game in driver.play(until=lambda: len(after) >= 6):
+            after.append(game)
+        assert driver.totals().resigned > 0 and any(g.record.termination == Termination.RESIGN for g in after)
+    finally:
+        driver.close()
+
+
 def test_bad_settings_name_the_key():
     cfg = to_config(compose_config([]))
     for key, value, message in [
@@ -224,10 +244,14 @@ def test_bad_settings_name_the_key():
         ("resign_threshold", -0.1, r"selfplay\.resign_threshold=-0\.1: must be a win rate"),
         ("resign_moves", 0, r"selfplay\.resign_moves=0: must be >= 1"),
         ("resign_playout_share", 1.5, r"selfplay\.resign_playout_share=1\.5: must be in \[0, 1\]"),
+        ("resign_target", 1.0, r"selfplay\.resign_target=1\.0: must be a share of false resignations in \[0, 1\)"),
+        ("resign_window", 0, r"selfplay\.resign_window=0: must be >= 1"),
         ("opening_random_plies", -1, r"selfplay\.opening_random_plies=-1: must be >= 0"),
     ]:
         with pytest.raises(ConfigError, match=message):
             validate(replace(cfg, selfplay=replace(cfg.selfplay, **{key: value})))
+    with pytest.raises(ConfigError, match=r"resign_playout_share=0\.0: must be > 0 with selfplay\.resign_target"):
+        validate(replace(cfg, selfplay=replace(cfg.selfplay, resign_target=0.05, resign_playout_share=0.0)))
 
 
 def test_where_each_side_would_have_resigned():
@@ -317,8 +341,8 @@ def test_a_run_sets_its_threshold_from_its_played_out_games_and_resumes_exactly(
     thresholds = [s.value for s in acc.Scalars("selfplay/resign_threshold")]
     assert thresholds[0] == pytest.approx(0.9) and thresholds[1] == pytest.approx(first["resign_threshold"])
     resigned = [s.value for s in acc.Scalars("selfplay/resigned")]
-    games = [second["games"] - first["games"], first["games"]]
-    assert resigned[1] / games[0] < resigned[0] / games[1]  # a lower threshold resigns fewer games
+    games = [first["games"], second["games"] - first["games"]]  # each phase's
+    assert resigned[1] / games[1] < resigned[0] / games[0]  # a lower threshold resigns fewer games
     resumed = RecordingLoop(run_config(cfg, tmp_path, "resumed",
                                        resume=str(tmp_path / "checkpoints" / "straight" / "ckpt-00001.pt")))
     resumed.run()
