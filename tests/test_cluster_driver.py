@@ -218,3 +218,22 @@ def test_a_node_that_stops_answering_is_dropped_after_the_timeout(fake_ray, tiny
     finally:
         driver.close()
 
+
+
+def test_the_runs_resignation_threshold_reaches_every_node(fake_ray, tiny_config):
+    """The automatic threshold goes to the nodes with the weights: at 0 nobody resigns; told 0.9
+    while paused, both nodes' games resign (an untrained network's win rates stay near 0.5)."""
+    from azshogi.shogi.rules import Termination
+
+    cfg = two_nodes(tiny_config, "selfplay.resign_target=0.05", "selfplay.resign_moves=2",
+                    "selfplay.resign_playout_share=0.01", "rules.max_plies=12")
+    driver = ClusterSelfPlay(cfg, from_config(cfg.model), lambda: 0)
+    try:
+        assert all(g.record.termination != Termination.RESIGN for g in play(driver, 8))
+        driver.set_resign_threshold(0.9)
+        after = play(driver, 12)
+        resigned = [g for g in after if g.record.termination == Termination.RESIGN]
+        assert len({g.game_id // cluster_module.GAME_ID_RANGE for g in resigned}) == 2  # on both nodes
+        assert all(h.node.driver.selfplay.resignation.threshold == 0.9 for h in fake_ray.handles)
+    finally:
+        driver.close()
