@@ -4,13 +4,15 @@ reproducibility and resume, the counts reaching the loop's totals and TensorBoar
 settings' checks (opening_random_plies' too)."""
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import replace
 from typing import Callable, Optional
 
 import cshogi
 import numpy as np
 import pytest
-from conftest import FunctionEvaluator, compose_config, play_games
+from conftest import FunctionEvaluator, compose_config, docs_tool, play_games
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_training_targets import HELPMATE
 
@@ -343,6 +345,13 @@ def test_a_run_sets_its_threshold_from_its_played_out_games_and_resumes_exactly(
     resigned = [s.value for s in acc.Scalars("selfplay/resigned")]
     games = [first["games"], second["games"] - first["games"]]  # each phase's
     assert resigned[1] / games[1] < resigned[0] / games[0]  # a lower threshold resigns fewer games
+    tool = docs_tool("docs/tools/resign_counts.py")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        tool.main([str(tmp_path / "checkpoints" / "straight")])
+    lines = out.getvalue().splitlines()  # docs/tools/resign_counts.py reads the counts a checkpoint keeps
+    assert len(lines) == 2 and lines[0].startswith(f"checkpoint   1: {first['games']} games, threshold "
+                                                   f"{first['resign_threshold']:.2f} | false/would at 0.05 ")
+    assert lines[0].endswith(f"the rule (5% false): {first['resign_threshold']:.2f} on 0 games")
     resumed = RecordingLoop(run_config(cfg, tmp_path, "resumed",
                                        resume=str(tmp_path / "checkpoints" / "straight" / "ckpt-00001.pt")))
     resumed.run()
