@@ -349,6 +349,8 @@ OPENING_SEEDS = (21, 31, 32, 33)  # and the CPU preset with random opening plies
 EMA_RUNS = ("o21", "o31", "o33", "p32")  # runs of the CPU preset whose exponential average was played afterwards
 AVERAGED_RUNS = ("a41", "a42")  # and two new seeds with train.average_decay=0.8
 DEEPER_21_RUNS = ("e51", "e52", "e53")  # three new seeds with the deeper search from checkpoint 21
+# 2026-11-28: the CPU preset from seeds 61-63, and seed 61's twin with the automatic resignation threshold
+NEW_SEEDS = (("p61", ""), ("r61", " selfplay.resign_target=0.05"), ("p62", ""), ("p63", ""))
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
@@ -753,6 +755,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Check("trains for 33 checkpoints and more (30 minutes on a quiet 2-core machine)") for run in DEEPER_21_RUNS},
     **{_ladder_match(run, "ckpt-00033.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run in DEEPER_21_RUNS},
+    **{f"azshogi +experiment=cpu seed={run[1:]} run={run}{option} loop.max_checkpoints=41 eval.every=0 "
+       "loop.keep_checkpoints=100": THIRTY_MINUTES for run, option in NEW_SEEDS},
+    "azshogi +experiment=cpu seed=61 run=r61 selfplay.resign_target=0.05 loop.max_checkpoints=71 eval.every=0 "
+    "loop.keep_checkpoints=100": Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
+    "python docs/tools/resign_counts.py checkpoints/r61":
+        Check("needs r61's checkpoints; test_resignation.py runs the tool on a tiny run's"),
+    **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for run, _ in NEW_SEEDS},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline

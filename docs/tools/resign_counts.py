@@ -43,12 +43,16 @@ def line(counters: dict, target: float) -> str:
             + f" | false/would at {cells} | the rule ({target:.0%} false): {best:.2f} on {support} games")
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a run's checkpoint folder (checkpoints/<run>)")
     parser.add_argument("--target", type=float, default=None,
                         help="the rule's share of false resignations (default: the run's selfplay.resign_target)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     files = ckpt.list_checkpoints(args.run)
     if not files:
         raise SystemExit(f"{args.run}: no checkpoints")
