@@ -759,8 +759,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "loop.keep_checkpoints=100": THIRTY_MINUTES for run, option in NEW_SEEDS},
     "azshogi +experiment=cpu seed=61 run=r61 selfplay.resign_target=0.05 loop.max_checkpoints=71 eval.every=0 "
     "loop.keep_checkpoints=100": Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
-    "python docs/tools/resign_counts.py checkpoints/r61":
-        Check("needs r61's checkpoints; test_resignation.py runs the tool on a tiny run's"),
+    **{f"python docs/tools/resign_counts.py checkpoints/{run}":
+       Check("needs a run's checkpoints; test_resignation.py runs the tool on a tiny run's") for run in ("RUN", "r61")},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for run, _ in NEW_SEEDS},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
