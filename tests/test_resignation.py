@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable, Optional
 
 import cshogi
@@ -326,7 +327,7 @@ def test_a_run_sets_its_threshold_from_its_played_out_games_and_resumes_exactly(
     side resigns within a few moves, and the played-out games say that about half of those
     resignations are false: at the first checkpoint the threshold falls. The log and TensorBoard
     say so, the next phase resigns less, and a run resumed at that checkpoint continues exactly."""
-    from resume_helpers import RecordingLoop, assert_continues, run_config
+    from resume_helpers import RecordingLoop, assert_continues, load_loop, run_config
 
     cfg = tiny_config("device=cpu", "eval.every=0", "loop.max_checkpoints=2", "selfplay.resign_threshold=0.9",
                       "selfplay.resign_moves=2", "selfplay.resign_target=0.05", "selfplay.resign_playout_share=0.5",
@@ -352,7 +353,11 @@ def test_a_run_sets_its_threshold_from_its_played_out_games_and_resumes_exactly(
     assert len(lines) == 2 and lines[0].startswith(f"checkpoint   1: {first['games']} games, threshold "
                                                    f"{first['resign_threshold']:.2f} | false/would at 0.05 ")
     assert lines[0].endswith(f"the rule (5% false): {first['resign_threshold']:.2f} on 0 games")
-    resumed = RecordingLoop(run_config(cfg, tmp_path, "resumed",
-                                       resume=str(tmp_path / "checkpoints" / "straight" / "ckpt-00001.pt")))
+    one = str(tmp_path / "checkpoints" / "straight" / "ckpt-00001.pt")
+    resumed = RecordingLoop(run_config(cfg, tmp_path, "resumed", resume=one))
     resumed.run()
     assert_continues(resumed.written["ckpt-00002.pt"], straight.written["ckpt-00002.pt"], "ckpt-00002.pt")
+    # Resumed with the automatic threshold turned off, it plays at the setting's threshold again.
+    fixed = load_loop(replace(cfg, selfplay=replace(cfg.selfplay, resign_target=0.0)), Path(one))
+    assert fixed.selfplay.selfplay.resignation.threshold == 0.9 and fixed.resign_threshold() == 0.9
+    fixed.selfplay.close()

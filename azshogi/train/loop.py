@@ -164,8 +164,9 @@ class Loop:
         self.restored_games = in_progress.num_games(parts.selfplay)
         if not rebuilt:
             self.selfplay.load_state_dict(parts.selfplay)
-        if self.counters.resign_threshold is not None:  # the automatic one, where the run had set it
-            self.selfplay.set_resign_threshold(self.counters.resign_threshold)
+        automatic = self.automatic_resign_threshold()
+        if automatic is not None:  # where the run had set one
+            self.selfplay.set_resign_threshold(automatic)
 
     def restore(self) -> None:
         """Resumes from `resume=PATH`, else from the run's newest checkpoint, if any."""
@@ -338,10 +339,15 @@ class Loop:
     def resign_threshold(self) -> Optional[float]:
         """The resignation threshold self-play plays with: the run's automatic one where it has
         set one, else selfplay.resign_threshold; None with resignation off."""
-        sp, c = self.cfg.selfplay, self.counters
-        if sp.resign_target <= 0:
-            return sp.resign_threshold if sp.resign_threshold > 0 else None
-        return sp.resign_threshold if c.resign_threshold is None else c.resign_threshold
+        sp, automatic = self.cfg.selfplay, self.automatic_resign_threshold()
+        if automatic is not None:
+            return automatic
+        return sp.resign_threshold if sp.resign_threshold > 0 or sp.resign_target > 0 else None
+
+    def automatic_resign_threshold(self) -> Optional[float]:
+        """The threshold the run has set with selfplay.resign_target (None: none set, or the
+        setting off, e.g. in a resumed run)."""
+        return self.counters.resign_threshold if self.cfg.selfplay.resign_target > 0 else None
 
     def update_resign_threshold(self) -> str:
         """At a checkpoint, with selfplay.resign_target: the automatic threshold from the last
@@ -466,9 +472,10 @@ class Loop:
             with self.clock.phase("pause"):
                 games = self.selfplay.state_dict()
             self.enter_stage(c.checkpoints, games)
-        if c.resign_threshold is not None and (resign or stage):  # a new threshold, or a new driver
+        automatic = self.automatic_resign_threshold()
+        if automatic is not None and (resign or stage):  # a new threshold, or a new driver
             with self.clock.phase("pause"):
-                self.selfplay.set_resign_threshold(c.resign_threshold)
+                self.selfplay.set_resign_threshold(automatic)
         path = self.save(partial=False, games=games)
         times = self.clock.lap()  # the wall time since the previous checkpoint line
         c.wall_seconds += times.wall
