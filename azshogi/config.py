@@ -395,6 +395,9 @@ def validate(cfg: Config) -> Config:
     _check(sp.resign_target == 0 or sp.resign_playout_share > 0, "selfplay.resign_playout_share",
            "must be > 0 with selfplay.resign_target: the automatic threshold is set from the games played out",
            sp.resign_playout_share)
+    _check(sp.resign_target == 0 or sp.resign_threshold <= 0.5, "selfplay.resign_threshold",
+           "must be <= 0.5 with selfplay.resign_target (the automatic threshold's rule tries 0.01 to 0.5)",
+           sp.resign_threshold)
     _check(sp.resign_window >= 1, "selfplay.resign_window", "must be >= 1 (checkpoints)", sp.resign_window)
     _check(0 <= sp.resign_playout_share <= 1, "selfplay.resign_playout_share", "must be in [0, 1]",
            sp.resign_playout_share)

@@ -186,6 +186,7 @@ class SelfPlayNode:
         self.driver = local_driver(cfg, self.evaluator, first_game_id)
         self.games = cfg.selfplay.num_actors
         self.version = -1
+        self.resign_threshold: Optional[float] = None  # the run's automatic one, once sent
 
     def describe(self) -> dict:
         import ray
@@ -198,10 +199,15 @@ class SelfPlayNode:
         """The learner's weights and, when the run sets it (selfplay.resign_target), the
         resignation threshold in force."""
         self.model.load_state_dict(weights)
-        if resign_threshold is not None:
-            self.driver.set_resign_threshold(resign_threshold)
+        self.set_resign_threshold(resign_threshold)
         self.version = version
         return version
+
+    def set_resign_threshold(self, threshold: Optional[float]) -> None:
+        """The run's automatic resignation threshold (None: none set), passed on when it changes."""
+        if threshold is not None and threshold != self.resign_threshold:
+            self.driver.set_resign_threshold(threshold)
+            self.resign_threshold = threshold
 
     def step(self) -> tuple[list[SelfPlayGame], SelfPlayTotals, int]:
         """One move of each game: the games that ended, the running totals, the weights version."""
@@ -351,10 +357,11 @@ class ClusterSelfPlay:
         self._pending_state = state
 
     def set_resign_threshold(self, threshold: float) -> None:
-        """Sent with the next weights to every node (new nodes included)."""
+        """To every node now (run before its next move); a node started later gets it with its
+        first weights."""
         self.resign_threshold = threshold
         for node in self.alive:
-            node.version = -1  # the weights again (the same object in the store) with the threshold
+            node.handle.set_resign_threshold.remote(threshold)
 
     def status(self) -> DriverStatus:
         if not self.nodes:  # the nodes start with the first phase

@@ -1,7 +1,7 @@
 """How far a run is from resigning: at each checkpoint of a run with selfplay.resign_target, the
 played-out games of its window (the last selfplay.resign_window checkpoints') that would have
 resigned at a few thresholds and how many of those falsely, the threshold AlphaZero's rule gives
-on them, and the threshold in force.
+on them, and the threshold in force (a stopped phase's -partial file is left out).
 
     python docs/tools/resign_counts.py checkpoints/r61
 
@@ -53,7 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    files = ckpt.list_checkpoints(args.run)
+    files = [p for p in ckpt.list_checkpoints(args.run) if "-partial" not in p.name]  # whole phases only
     if not files:
         raise SystemExit(f"{args.run}: no checkpoints")
     for path in files:
