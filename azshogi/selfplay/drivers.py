@@ -34,7 +34,7 @@ class SelfPlayTotals:
     leaf_seconds: float = 0.0  # of which: rules, legal moves and features at the leaves
     wait_seconds: float = 0.0  # of which: waiting for evaluations (in process: the forward passes)
     idle_seconds: float = 0.0  # a worker's wall time with all its groups waiting for evaluations (workers only)
-    # Resignation (actors.Resignation), counted as games finish: games resigned; games played out
+    # Resignation (resignation.Resignation), counted as games finish: games resigned; games played out
     # past a would-be resignation; of which, false resignations (the would-be resigner did not lose).
     resigned: int = 0
     resign_playouts: int = 0

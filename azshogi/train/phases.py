@@ -75,7 +75,7 @@ class SelfPlayPhaseStats:
             self.white_wins += 1
 
     def suggested_resign_threshold(self) -> Optional[float]:
-        """The threshold the phase's played-out games support (selfplay/actors.suggested_threshold)."""
+        """The threshold the phase's played-out games support (selfplay/resignation.suggested_threshold)."""
         return suggested_threshold(self.resign_samples)
 
     def resign_words(self) -> str:
