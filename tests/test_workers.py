@@ -184,7 +184,9 @@ def test_a_search_through_the_server_plays_as_in_process(tiny_config):
     whether a worker keeps one group of games or two (each game has its own random stream, and
     game ids interleave over the groups, so the same ids start). What differs: workers play on
     while the main process decides to pause, so a game through the server may be a move or two
-    further on; its first moves are the in-process game's."""
+    further on, and the two groups of a worker take turns, so one may be a move or two behind the
+    other when the phase's moves are in: those games play on until each has 12 moves; the first
+    moves are the in-process game's."""
     games = []
     for workers, groups in ((0, 1), (1, 1), (1, 2)):
         parts = build_components(tiny_config(f"selfplay.num_workers={workers}", f"selfplay.worker_groups={groups}",
@@ -192,8 +194,14 @@ def test_a_search_through_the_server_plays_as_in_process(tiny_config):
         try:
             selfplay = parts.selfplay
             assert getattr(selfplay, "clients", 1) == workers * groups or workers == 0
-            list(selfplay.play(until=lambda selfplay=selfplay: selfplay.totals().moves >= 6 * 12))
-            games.append({g["game_id"]: g for g in games_in_progress(parts.selfplay.state_dict())})
+            target = 6 * 12
+            while True:
+                list(selfplay.play(until=lambda selfplay=selfplay, target=target: selfplay.totals().moves >= target))
+                played = {g["game_id"]: g for g in games_in_progress(parts.selfplay.state_dict())}
+                if workers == 0 or min(len(g["moves"]) for g in played.values()) >= 12:
+                    break
+                target = selfplay.totals().moves + 6
+            games.append(played)
         finally:
             parts.selfplay.close()
     in_process = games[0]
@@ -202,7 +210,7 @@ def test_a_search_through_the_server_plays_as_in_process(tiny_config):
         assert served.keys() == in_process.keys()
         for game_id, game in in_process.items():
             further = served[game_id]
-            assert 12 <= len(further["moves"]) <= 14
+            assert len(further["moves"]) >= 12
             assert further["moves"][:12] == game["moves"]
             np.testing.assert_allclose(further["root_values"][:12], game["root_values"], atol=1e-5)
 
