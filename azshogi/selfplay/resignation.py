@@ -121,22 +121,30 @@ def tally(counts: dict, checkpoint: int, levels: np.ndarray, winner: Optional[in
     row[1] = (np.asarray(row[1]) + false).tolist()
 
 
+def window_counts(counts: Mapping[int, list], checkpoints: int, window: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The counts (`tally`) of the last `window` checkpoints up to `checkpoints`, summed: would
+    have resigned and falsely, over THRESHOLD_GRID, and how many checkpoints had any."""
+    rows = [row for c, row in counts.items() if checkpoints - window < c <= checkpoints]
+    if not rows:
+        return np.zeros(len(THRESHOLD_GRID), np.int64), np.zeros(len(THRESHOLD_GRID), np.int64), 0
+    return np.sum([row[0] for row in rows], axis=0), np.sum([row[1] for row in rows], axis=0), len(rows)
+
+
 def next_threshold(current: float, counts: Mapping[int, list], checkpoints: int, window: int,
                    target: float) -> tuple[float, str]:
     """After checkpoint `checkpoints`: the automatic threshold from the last `window` checkpoints'
     counts (see the module docstring), and the words for the log ('' when it stays)."""
-    rows = [row for c, row in counts.items() if checkpoints - window < c <= checkpoints]
-    if not rows:
+    would, false, checkpoints_counted = window_counts(counts, checkpoints, window)
+    if not checkpoints_counted:
         return current, ""
-    would = np.sum([row[0] for row in rows], axis=0)
-    false = np.sum([row[1] for row in rows], axis=0)
     best, support = supported(would, false, target)
     if best == current or (best > current and support < MIN_SUPPORT):
         return current, ""
-    i = int(np.searchsorted(THRESHOLD_GRID, best + 1e-9))  # the first threshold above it, if any
-    above = (f"; at {THRESHOLD_GRID[i]:.2f}, {false[i]} of {would[i]} false" if i < len(THRESHOLD_GRID) else "")
-    return best, (f"resignation threshold {current:.2f} -> {best:.2f}: of the last {len(rows)} checkpoints' "
-                  f"played-out games, {support} would have resigned at {best:.2f}, {false[i - 1] if best else 0} "
+    i = int(np.searchsorted(THRESHOLD_GRID, best, side="right"))  # the first threshold above it, if any
+    falsely = false[i - 1] if i else 0  # at `best` (0.0 is below the grid)
+    above = f"; at {THRESHOLD_GRID[i]:.2f}, {false[i]} of {would[i]} false" if i < len(THRESHOLD_GRID) else ""
+    return best, (f"resignation threshold {current:.2f} -> {best:.2f}: of the last {checkpoints_counted} "
+                  f"checkpoints' played-out games, {support} would have resigned at {best:.2f}, {falsely} "
                   f"falsely{above} (selfplay.resign_target={target})")
 
 

@@ -24,16 +24,14 @@ import numpy as np
 
 from azshogi.config import from_plain
 from azshogi.formats import checkpoint as ckpt
-from azshogi.selfplay.resignation import THRESHOLD_GRID, supported
+from azshogi.selfplay.resignation import THRESHOLD_GRID, supported, window_counts
 
 SHOWN = (0.05, 0.10, 0.15, 0.20)  # the thresholds a line shows
 
 
-def line(counters: dict, target: float) -> str:
-    """One checkpoint's line from its counters (RunCounters, as saved)."""
-    rows = counters.get("resign_counts") or {}
-    would = np.sum([r[0] for r in rows.values()], axis=0) if rows else np.zeros(len(THRESHOLD_GRID), np.int64)
-    false = np.sum([r[1] for r in rows.values()], axis=0) if rows else np.zeros(len(THRESHOLD_GRID), np.int64)
+def line(counters: dict, target: float, window: int) -> str:
+    """One checkpoint's line from its counters (RunCounters, as saved) and the run's window."""
+    would, false, _ = window_counts(counters.get("resign_counts") or {}, counters["checkpoints"], window)
     cells = ", ".join(f"{t:.2f} {false[i]}/{would[i]}" for t in SHOWN
                       for i in [int(np.flatnonzero(np.isclose(THRESHOLD_GRID, t))[0])])
     best, support = supported(would, false, target)
@@ -59,11 +57,12 @@ def main(argv=None) -> None:
     for path in files:
         state = ckpt.load(path)
         parts = ckpt.split(state, path)
-        target = from_plain(parts.run["config"]).selfplay.resign_target
+        selfplay = from_plain(parts.run["config"]).selfplay
+        target = selfplay.resign_target
         if target <= 0:
             raise SystemExit(f"{path}: trained without selfplay.resign_target, so it keeps no counts of "
                              f"played-out games")
-        print(line(parts.run["counters"], target if args.target is None else args.target))
+        print(line(parts.run["counters"], target if args.target is None else args.target, selfplay.resign_window))
 
 
 if __name__ == "__main__":
