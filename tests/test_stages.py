@@ -134,6 +134,11 @@ def test_a_stage_inside_a_run_changes_what_it_says_and_nothing_else(straight):
     assert written[NAMES[1]]["counters"]["train_steps"] == 8 and after["trainer"]["step_count"] == 8
     third = ckpt.load(run / NAMES[2])
     assert [g["lr"] for g in third["trainer"]["optimizer"]["param_groups"]] == [0.005, 0.005]
+    # The grown network's new optimizer warms up again (train.warmup_steps=2): half the stage's
+    # rate at its first step (step 9), the whole of it from its second; the resumed run's clock too.
+    lrs = {e.step: e.value for e in scalars(root, "train/learning_rate")}
+    assert lrs[8] == pytest.approx(0.02) and lrs[9] == pytest.approx(0.0025) and lrs[10] == pytest.approx(0.005)
+    assert after["trainer"]["warm_start"] == 8 and before["trainer"]["warm_start"] == 0
     # The replay window: at most 100 positions from checkpoint 2 on.
     assert len(written[NAMES[1]]["replay"]["hcps"]) == 100 < written[NAMES[1]]["replay"]["total_added"]
     # Self-play: 12 simulations from the third phase on (about 13 evaluations a move, against 5).

@@ -33,9 +33,11 @@ class TrainingDiverged(RuntimeError):
     pass
 
 
-def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up over `warmup_steps`, then constant, cosine or step decay."""
-    warm = min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+def learning_rate(step: int, cfg: TrainConfig, warm_start: int = 0) -> float:
+    """Linear warm-up over `warmup_steps` from step `warm_start` (where the optimizer began: 0, or
+    the step a grown network's new optimizer took over), then constant, cosine or step decay (its
+    clock the run's steps from 0)."""
+    warm = min(1.0, (step - warm_start + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
     if cfg.lr_schedule == LrSchedule.cosine:
         t = min(1.0, max(0, step - cfg.warmup_steps) / cfg.decay_steps)
         decay = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
@@ -107,6 +109,7 @@ class Trainer:
             self.autocast_dtype = None
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
         self.step_count = 0  # optimizer steps attempted (the learning-rate clock)
+        self.warm_start = 0  # the step this trainer's optimizer began at (its warm-up's start)
         self.skipped = 0  # as of the last read-back
         self.consecutive_skips = 0  # as of the last read-back
         self._pending: list[tuple[torch.Tensor, float]] = []  # (the step's record on the device, its lr)
@@ -145,16 +148,18 @@ class Trainer:
     def carry_on(self, old: "Trainer") -> None:
         """Takes over from `old`, the trainer of the network this one's grew from: its step count
         (the learning rate's clock), skip counts and loss scale. The optimizer starts afresh (the
-        grown network's parameters are new tensors)."""
+        grown network's parameters are new tensors), with a warm-up of its own: a new Adam's first
+        steps move every weight by the full learning rate."""
         old.read_back()
         self.step_count, self.skipped, self.consecutive_skips = old.step_count, old.skipped, old.consecutive_skips
+        self.warm_start = old.step_count
         self.scaler.load_state_dict(old.scaler.state_dict())
 
     def step(self, batch: Batch) -> None:
         """One optimizer step on `batch` (numpy arrays, or tensors on this device), skipped on
         the device if its loss or gradient is not finite. No host synchronisation."""
         cfg, model, device = self.cfg, self.model, self.device
-        lr = learning_rate(self.step_count, cfg)
+        lr = learning_rate(self.step_count, cfg, self.warm_start)
         optimizer = self.optimizer
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -239,7 +244,7 @@ class Trainer:
     def state_dict(self) -> dict:
         self._collect()  # the skip counters as of the last step
         return {"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                "step_count": self.step_count, "skipped": self.skipped,
+                "step_count": self.step_count, "warm_start": self.warm_start, "skipped": self.skipped,
                 "consecutive_skips": self.consecutive_skips}
 
     def load_state_dict(self, state: dict) -> None:
@@ -253,6 +258,7 @@ class Trainer:
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.step_count = int(state["step_count"])
+        self.warm_start = int(state.get("warm_start", 0))  # 0 in checkpoints of 2026-11-28 and before
         self.skipped = int(state["skipped"])
         self.consecutive_skips = int(state["consecutive_skips"])
         self._pending, self._read = [], []
