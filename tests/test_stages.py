@@ -1,7 +1,9 @@
 """Stages (train/stages.py): the settings in force at each checkpoint, a stage entered inside a
 run (what it says and nothing else), resume on either side of it, bad stages refused at start-up,
 and the CPU preset's schedule as it was before stages (selfplay.deeper_* and the step decay)."""
+import contextlib
 import functools
+import io
 import math
 import shutil
 from dataclasses import replace
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, compose_config
+from conftest import TINY, compose_config, docs_tool
 from resume_helpers import RecordingLoop, assert_continues, run_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -161,6 +163,26 @@ def scalars(root: Path, tag: str):
     acc = EventAccumulator(str(root / "logs" / "straight"))
     acc.Reload()
     return acc.Scalars(tag)
+
+
+def test_wall_times_lists_each_checkpoint_s_shape_and_picks_the_last_by_a_time(straight):
+    """docs/tools/wall_times.py, which compares twin runs (one of them grown) at equal wall time."""
+    root, written = straight
+    run = root / "checkpoints" / "straight"
+    tool = docs_tool("docs/tools/wall_times.py")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        tool.main([str(run)])
+    lines = out.getvalue().splitlines()
+    minutes = [written[name]["counters"]["wall_seconds"] / 60 for name in NAMES]
+    assert 0 < minutes[0] <= minutes[1] <= minutes[2]
+    assert lines == [f"straight  checkpoint {k + 1:3d}: {minutes[k]:6.1f} min, {shape}, "
+                     f"{written[NAMES[k]]['counters']['games']:,} games" for k, shape in enumerate(["1x16", "2x24", "2x24"])]
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        tool.main([str(run), "--at", str(minutes[1] + 1e-9)])
+        tool.main([str(run), "--at", "-1"])
+    assert out.getvalue().splitlines()[0].startswith(f"at {minutes[1] + 1e-9:g} minutes: straight checkpoint 2 (")
+    assert out.getvalue().splitlines()[0].endswith(str(run / NAMES[1]))
+    assert out.getvalue().splitlines()[1] == "at -1 minutes: straight none yet"
 
 
 @pytest.mark.parametrize("start", [1, 2])

@@ -476,9 +476,11 @@ class Loop:
         if automatic is not None and (resign or stage):  # a new threshold, or a new driver
             with self.clock.phase("pause"):
                 self.selfplay.set_resign_threshold(automatic)
+        so_far = self.clock.elapsed()  # the checkpoint keeps the run's wall time through its own phase
+        c.wall_seconds += so_far
         path = self.save(partial=False, games=games)
         times = self.clock.lap()  # the wall time since the previous checkpoint line
-        c.wall_seconds += times.wall
+        c.wall_seconds += times.wall - so_far  # saving it: counted in the run's time from here on
         self.monitor.checkpoint(c.train_steps, sp, tr, len(self.replay), c.positions, c.sample_reuse, phase_reuse,
                                 times, stage_at(self.base, c.checkpoints, c.flat_starts))
         rate = sp.moves / sp.seconds if sp.seconds else float("nan")

@@ -207,6 +207,10 @@ class PhaseClock:
         self._charge()
         self.stack[-1] = name
 
+    def elapsed(self) -> float:
+        """The wall time since the lap began, without ending it."""
+        return self.clock() - self.lap_start
+
     def lap(self) -> PhaseTimes:
         self._charge()
         times = PhaseTimes(dict(self.totals), self.last - self.lap_start)
