@@ -217,6 +217,35 @@ def test_phase_times_add_up_to_the_wall_time(tiny_config, tmp_path, monkeypatch)
     assert {"selfplay/live/games_finished", "selfplay/live/positions", "selfplay/live/mean_game_length"} <= set(points)
 
 
+def test_a_resume_from_a_stopped_phase_keeps_its_wall_time(tiny_config, monkeypatch):
+    """counters.wall_seconds: the -partial checkpoint of a stopped phase keeps the session's time
+    in it, so the next checkpoint, written by the session that resumed it, counts that time too."""
+    from resume_helpers import RecordingLoop
+
+    import azshogi.train.loop as loop_module
+    from azshogi.train.phases import PhaseClock
+
+    jump = [0.0]  # the seconds the first session spends in phase 2 before its stop (made, not slept)
+    monkeypatch.setattr(loop_module, "PhaseClock", lambda: PhaseClock(lambda: time.perf_counter() + jump[0]))
+    cfg = tiny_config("eval.every=0", "loop.max_checkpoints=2")
+    first = RecordingLoop(cfg, stop_after_steps=6)  # stops in phase 2's training, its second step
+    step = first.run_state.trainer.step
+
+    def slow(batch):
+        if first.counters.checkpoints == 1:
+            jump[0] = 1000.0
+        return step(batch)
+
+    first.run_state.trainer.step = slow
+    first.run()
+    assert sorted(first.written) == ["ckpt-00001-partial.pt", "ckpt-00001.pt"]
+    assert first.written["ckpt-00001-partial.pt"]["counters"]["wall_seconds"] >= 1000
+    second = RecordingLoop(cfg)
+    second.run()
+    assert first.written["ckpt-00001.pt"]["counters"]["wall_seconds"] < 1000
+    assert second.written["ckpt-00002.pt"]["counters"]["wall_seconds"] >= 1000
+
+
 def test_an_interrupted_evaluation_runs_again_on_resume(tiny_config, tmp_path, monkeypatch):
     import azshogi.play.gauntlet as gauntlet
 

@@ -176,7 +176,8 @@ def test_wall_times_lists_each_checkpoint_s_shape_and_picks_the_last_by_a_time(s
     minutes = [written[name]["counters"]["wall_seconds"] / 60 for name in NAMES]
     assert 0 < minutes[0] <= minutes[1] <= minutes[2]
     assert lines == [f"straight  checkpoint {k + 1:3d}: {minutes[k]:6.1f} min, {shape}, "
-                     f"{written[NAMES[k]]['counters']['games']:,} games" for k, shape in enumerate(["1x16", "2x24", "2x24"])]
+                     f"{written[NAMES[k]]['counters']['games']:,} games"
+                     for k, shape in enumerate(["1x16", "2x24", "2x24"])]
     with contextlib.redirect_stdout(io.StringIO()) as out:
         tool.main([str(run), "--at", str(minutes[1] + 1e-9)])
         tool.main([str(run), "--at", "-1"])

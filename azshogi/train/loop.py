@@ -252,6 +252,7 @@ class Loop:
                 if self.evaluation_due():
                     self.rate()
             if self.stop_requested:
+                c.wall_seconds += self.clock.elapsed()  # the stopped phase's time (the resumed session adds its own)
                 path = self.save(partial=True)
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters

@@ -45,8 +45,9 @@ class RunCounters:
     in_training: bool = False  # the phase in progress is training (after a pause)
     phase_steps: int = 0  # steps done in the training phase in progress
     evaluated: int = 0  # the last checkpoint whose evaluation finished
-    wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint, all sessions (before 2026-11-28
-    # a checkpoint's file kept the time up to the line before it)
+    wall_seconds: float = 0.0  # the run's wall time up to the last checkpoint, all sessions; a -partial file's up
+    # to its stop (before 2026-11-28 a checkpoint's file kept the time up to the line before it, a -partial one's
+    # up to the last line)
     # the when_flat stages begun (train/stages.py): name -> the checkpoint it began at
     flat_starts: dict[str, int] = field(default_factory=dict)
     # The automatic resignation threshold (selfplay.resign_target; selfplay/resignation.py): the one

@@ -14,7 +14,8 @@ and with --at, one line a run naming its checkpoint file at that many minutes:
 
 Twin runs forked from one checkpoint (docs/experiments/2026-11-28-growing-at-81.md: a run and its
 twin whose network grows) share their minutes up to it. The minutes are the machine's as the runs
-found it: compare runs that ran side by side, or each alone on a quiet machine.
+found it: compare runs that ran side by side, or each alone on a quiet machine. Checkpoints
+written before 2026-11-28 keep the time up to the checkpoint before theirs: one phase early.
 """
 from __future__ import annotations
 
@@ -30,9 +31,11 @@ def read(run: Path) -> list[tuple[int, float, str, int, Path]]:
     for path in ckpt.list_checkpoints(run):
         if "-partial" in path.name:  # a stopped phase's
             continue
-        run_part = ckpt.split(ckpt.load(path), path).run
+        run_part = ckpt.split(ckpt.load(path, mmap=True), path).run
         counters, model = run_part["counters"], run_part["config"]["model"]
-        rows.append((int(counters["checkpoints"]), float(counters.get("wall_seconds", 0.0)) / 60,
+        if "wall_seconds" not in counters:  # written before runs kept their wall time
+            raise SystemExit(f"{path}: keeps no wall time (written before counters.wall_seconds)")
+        rows.append((int(counters["checkpoints"]), float(counters["wall_seconds"]) / 60,
                      f"{model['blocks']}x{model['channels']}", int(counters["games"]), path))
     return rows
 
