@@ -224,6 +224,20 @@ def test_a_match_of_the_engine_is_reproducible_with_a_node_budget(checkpoint):
     assert [g.reason for g in first.games] == [g.reason for g in second.games]
 
 
+def test_a_match_of_repeated_games_says_how_few_differ(checkpoint, capsys):
+    """Two networks' searches from the start position play the same two games over and over (the
+    search is deterministic): the match says how many games differ; random openings vary them."""
+    arena.main([f"search:{checkpoint}", f"search:{checkpoint}", "-a", "nodes=4", "-b", "nodes=2", "--games", "6",
+                "--in-flight", "6", "--max-plies", "12", "--quiet", "--dtype", "fp32"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(lines[-1])["distinct_games"] == 2
+    assert "only 2 distinct games of 6: the players chose alike in the repeats" in "\n".join(lines)
+    arena.main([f"search:{checkpoint}", f"search:{checkpoint}", "-a", "nodes=4", "-b", "nodes=2", "--games", "6",
+                "--in-flight", "6", "--max-plies", "12", "--quiet", "--dtype", "fp32", "--openings", "random:4"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(lines[-1])["distinct_games"] == 6 and not any("distinct games" in line for line in lines)
+
+
 def test_json_scores_are_fractions_and_records_carry_the_start_time(tmp_path):
     result = play_match(GreedyPlayer(1), RandomPlayer(2), 4, rules=Rules(max_plies=30), in_flight=2,
                         records_dir=tmp_path, record_format="kif", progress=False)

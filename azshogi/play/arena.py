@@ -128,6 +128,13 @@ class MatchResult:
     def elo(self) -> EloEstimate:
         return estimate(self.wins, self.losses, self.draws)
 
+    @property
+    def distinct(self) -> int:
+        """How many games differ (their start, moves and colours): fewer than the games where both
+        players choose alike each time from the same openings (two networks' searches, from the
+        start position alone: two games, repeated)."""
+        return len({(g.a_is_black, g.record.start_sfen, tuple(g.record.moves)) for g in self.games})
+
     def summary_lines(self) -> list[str]:
         def wld(games):
             return "-".join(map(str, _wins_losses_draws(games)))
@@ -141,7 +148,9 @@ class MatchResult:
             f"{self.name_a} as black {wld(black)}, as white {wld(white)}",
             f"Elo difference {self.name_a} - {self.name_b}: {self.elo}",
             "endings: " + ", ".join(f"{k} {v}" for k, v in endings.most_common()),
-        ]
+        ] + ([f"only {self.distinct} distinct games of {len(self.games)}: the players chose alike in the "
+              f"repeats, so the score weighs those few games (--openings random:8 varies the starts)"]
+             if self.distinct * 2 <= len(self.games) else [])
 
     def as_dict(self) -> dict:
         """The match in JSON terms, from player A's side: `score` is always a fraction of the
@@ -155,7 +164,8 @@ class MatchResult:
                     "score": None if score is None else round(score, 4)}
 
         return {
-            "games": len(self.games), "wins": self.wins, "losses": self.losses, "draws": self.draws,
+            "games": len(self.games), "distinct_games": self.distinct, "wins": self.wins, "losses": self.losses,
+            "draws": self.draws,
             "score": round(e.score, 4), "elo": round(e.elo, 1),
             "elo_margin": round(e.margin, 1) if np.isfinite(e.margin) else None,
             "los": round(e.los, 4), "elo_clipped": e.clipped,
