@@ -353,6 +353,7 @@ DEEPER_21_RUNS = ("e51", "e52", "e53")  # three new seeds with the deeper search
 NEW_SEEDS = (("p61", ""), ("r61", " selfplay.resign_target=0.05"), ("p62", ""), ("p63", ""))
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
+GROWING_TWINS = (("p61g", "ckpt-00110.pt"), ("p61", "ckpt-00132.pt"))  # 2026-11-28-growing-at-81.md, equal wall time
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -762,6 +763,20 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"python docs/tools/resign_counts.py checkpoints/{run}":
        Check("needs a run's checkpoints; test_resignation.py runs the tool on a tiny run's") for run in ("RUN", "r61")},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for run, _ in NEW_SEEDS},
+    # docs/experiments/2026-11-28-growing-at-81.md
+    "azshogi +experiment=cpu seed=61 run=p61 loop.max_checkpoints=80 eval.every=0 loop.keep_checkpoints=100":
+        Check("continues p61 from checkpoint 41 (30 quiet minutes and more)"),
+    "cp -r checkpoints/p61 checkpoints/p61g": Skip("copies a run's checkpoints: the twin's start (a shell command)"),
+    "azshogi +experiment=cpu seed=61 run=p61 eval.every=0 loop.keep_checkpoints=200":
+        Check("trains until stopped, from checkpoint 80 (an hour and more)"),
+    "azshogi +experiment=cpu seed=61 run=p61g eval.every=0 loop.keep_checkpoints=200 "
+    "'+stages.grow={from_checkpoint:81,set:{model:{blocks:4,channels:48}}}'":
+        Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run"),
+    "python docs/tools/wall_times.py checkpoints/p61 checkpoints/p61g --at 144.1":
+        Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's"),
+    "azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00132.pt -a nodes=192 "
+    "-b nodes=192 --games 100 --in-flight 100 --quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")),
+    _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[0]: _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[1],
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -885,7 +900,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
-         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"))
+         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
