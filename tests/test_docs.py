@@ -774,8 +774,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run"),
     "python docs/tools/wall_times.py checkpoints/p61 checkpoints/p61g --at 144.1":
         Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's"),
-    "azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00132.pt -a nodes=192 "
-    "-b nodes=192 --games 100 --in-flight 100 --quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")),
+    **{"azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00132.pt -a nodes=192 "
+       f"-b nodes=192{openings} --games 100 --in-flight 100 --quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
+       for openings in ("", " --openings random:8")},
+    _ladder_match("p61g", "ckpt-00110.pt", "sf2", 192)[0]: _ladder_match("p61g", "ckpt-00110.pt", "sf2", 192)[1],
     _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[0]: _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[1],
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
