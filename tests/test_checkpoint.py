@@ -106,6 +106,7 @@ def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_w
     for counter, default in (("flat_starts", {}), ("resign_threshold", None), ("resign_counts", {})):
         assert new["counters"].pop(counter) == default  # counters added since, at their defaults
     assert new.pop("model_average") is None  # a part added since: no average (train.average_decay=0)
+    assert new["trainer"].pop("warm_start") == 0  # added since: the optimizer's warm-up from the run's start
     assert_same(plain({k: v for k, v in new.items() if k != "config"}),
                 plain({k: v for k, v in old.items() if k != "config"}), "rewritten")
     counters = train(tiny_config(*overrides, "loop.max_checkpoints=2"), show_progress=False)
