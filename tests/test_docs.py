@@ -353,7 +353,8 @@ DEEPER_21_RUNS = ("e51", "e52", "e53")  # three new seeds with the deeper search
 NEW_SEEDS = (("p61", ""), ("r61", " selfplay.resign_target=0.05"), ("p62", ""), ("p63", ""))
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
-GROWING_TWINS = (("p61g", "ckpt-00110.pt"), ("p61", "ckpt-00132.pt"))  # 2026-11-28-growing-at-81.md, equal wall time
+# 2026-11-28-growing-at-81.md: the twins at equal wall time, and the ungrown one at the grown one's checkpoint
+GROWING_TWINS = (("p61g", "ckpt-00110.pt"), ("p61", "ckpt-00132.pt"), ("p61", "ckpt-00110.pt"))
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -777,6 +778,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{"azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00132.pt -a nodes=192 "
        f"-b nodes=192{openings} --games 100 --in-flight 100 --quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
        for openings in ("", " --openings random:8")},
+    "azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00110.pt -a nodes=192 "
+    "-b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet":
+        Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")),
     _ladder_match("p61g", "ckpt-00110.pt", "sf2", 192)[0]: _ladder_match("p61g", "ckpt-00110.pt", "sf2", 192)[1],
     _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[0]: _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[1],
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
