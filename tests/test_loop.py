@@ -354,7 +354,9 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     assert "checkpoint 2: stage 1 of 1, deeper (from_checkpoint 2): search.num_simulations 4 -> 12" in said
     first = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00001.pt"))}
     last = {g["game_id"] for g in games_in_progress(ckpt.load(checkpoints / "ckpt-00004.pt"))}
-    assert len(last) == 6 and min(last) > max(first)  # numbered on, not from 0 again
+    # numbered on, not from 0 again (worker processes' groups interleave their numbers, each at its own
+    # pace, so there a game begun after checkpoint 1 may carry a lower number than one playing then)
+    assert len(last) == 6 and (min(last) > max(first) if workers == 0 else max(last) > max(first) and last - first)
     train(tiny_config(*deeper, "loop.max_checkpoints=6"), show_progress=False)
     resumed = evals_per_move(logs)[4:]
     assert (min(resumed) if workers == 0 else max(resumed)) >= 9, resumed
