@@ -118,6 +118,11 @@ def list_checkpoints(directory: Path) -> list[Path]:
     return sorted((p for p in directory.iterdir() if checkpoint_number(p)), key=_order)
 
 
+def whole_phases(directory: Path) -> list[Path]:
+    """A run's checkpoints written at the end of a phase, oldest first (no stopped phase's -partial file)."""
+    return [p for p in list_checkpoints(directory) if not _order(p)[1]]
+
+
 def latest(directory: Path) -> Optional[Path]:
     files = list_checkpoints(directory)
     return files[-1] if files else None

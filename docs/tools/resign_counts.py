@@ -51,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    files = [p for p in ckpt.list_checkpoints(args.run) if "-partial" not in p.name]  # whole phases only
+    files = ckpt.whole_phases(args.run)
     if not files:
         raise SystemExit(f"{args.run}: no checkpoints")
     for path in files:

@@ -28,9 +28,7 @@ from azshogi.formats import checkpoint as ckpt
 def read(run: Path) -> list[tuple[int, float, str, int, Path]]:
     """(checkpoint, minutes, shape, games, file) for each whole phase's checkpoint of `run`."""
     rows = []
-    for path in ckpt.list_checkpoints(run):
-        if "-partial" in path.name:  # a stopped phase's
-            continue
+    for path in ckpt.whole_phases(run):
         run_part = ckpt.split(ckpt.load(path, mmap=True), path).run
         counters, model = run_part["counters"], run_part["config"]["model"]
         if "wall_seconds" not in counters:  # written before runs kept their wall time
