@@ -353,13 +353,47 @@ DEEPER_21_RUNS = ("e51", "e52", "e53")  # three new seeds with the deeper search
 NEW_SEEDS = (("p61", ""), ("r61", " selfplay.resign_target=0.05"), ("p62", ""), ("p63", ""))
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
-# 2026-11-28-growing-at-81.md: the twins at equal wall time, and the ungrown one at the grown one's checkpoint
-GROWING_TWINS = (("p61g", "ckpt-00110.pt"), ("p61", "ckpt-00132.pt"), ("p61", "ckpt-00110.pt"))
+# 2026-11-28-growing-at-81.md and -by-a-block.md: seed, the grown size, the checkpoints of the grown run and of its
+# twin at equal wall time, the openings of their match (seed 61's was played from the start position too)
+GROWING = ((61, "blocks:4,channels:48", 110, 132, ("", " --openings random:8")),
+           (62, "blocks:4,channels:32", 120, 126, (" --openings random:8",)))
+# the twins at equal wall time, and the ungrown one at the grown one's checkpoint
+GROWING_TWINS = tuple(pair for seed, _, grown, ungrown, _ in GROWING
+                      for pair in ((f"p{seed}g", f"ckpt-{grown:05d}.pt"), (f"p{seed}", f"ckpt-{ungrown:05d}.pt"),
+                                   (f"p{seed}", f"ckpt-{grown:05d}.pt")))
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
+
+
+def _growing(seed: int, size: str, grown: int, ungrown: int, openings: tuple[str, ...]) -> list[tuple[str, object]]:
+    """The commands of a growth pair (docs/experiments/2026-11-28-growing-*.md): the run to its fork at checkpoint 80,
+    the twins, their wall times, and the matches at equal wall time and at equal checkpoints."""
+    run, twin = f"p{seed}", f"p{seed}g"
+    a, b, same = (f"checkpoints/{twin}/ckpt-{grown:05d}.pt", f"checkpoints/{run}/ckpt-{ungrown:05d}.pt",
+                  f"checkpoints/{run}/ckpt-{grown:05d}.pt")
+    tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
+    return [
+        (f"azshogi +experiment=cpu seed={seed} run={run} loop.max_checkpoints=80 eval.every=0 "
+         "loop.keep_checkpoints=100", Check(f"continues {run} from checkpoint 41 (30 quiet minutes and more)")),
+        (f"cp -r checkpoints/{run} checkpoints/{twin}",
+         Skip("copies a run's checkpoints: the twin's start (a shell command)")),
+        (f"azshogi +experiment=cpu seed={seed} run={run} eval.every=0 loop.keep_checkpoints=200",
+         Check("trains until stopped, from checkpoint 80 (an hour and more)")),
+        (f"azshogi +experiment=cpu seed={seed} run={twin} eval.every=0 loop.keep_checkpoints=200 "
+         f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}'",
+         Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run")),
+        (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at 144.1",
+         Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")),
+        *((f"azshogi-arena search:{a} search:{b} -a nodes=192 -b nodes=192{opening} --games 100 --in-flight 100 "
+           "--quiet", tiny) for opening in openings),
+        (f"azshogi-arena search:{a} search:{same} -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
+         "--in-flight 100 --quiet", tiny),
+        _ladder_match(twin, f"ckpt-{grown:05d}.pt", "sf2", 192),
+        _ladder_match(run, f"ckpt-{ungrown:05d}.pt", "sf2", 192),
+    ]
 
 
 def _to_141(seed: int, run: str, settings: str) -> str:
@@ -764,25 +798,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"python docs/tools/resign_counts.py checkpoints/{run}":
        Check("needs a run's checkpoints; test_resignation.py runs the tool on a tiny run's") for run in ("RUN", "r61")},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for run, _ in NEW_SEEDS},
-    # docs/experiments/2026-11-28-growing-at-81.md
-    "azshogi +experiment=cpu seed=61 run=p61 loop.max_checkpoints=80 eval.every=0 loop.keep_checkpoints=100":
-        Check("continues p61 from checkpoint 41 (30 quiet minutes and more)"),
-    "cp -r checkpoints/p61 checkpoints/p61g": Skip("copies a run's checkpoints: the twin's start (a shell command)"),
-    "azshogi +experiment=cpu seed=61 run=p61 eval.every=0 loop.keep_checkpoints=200":
-        Check("trains until stopped, from checkpoint 80 (an hour and more)"),
-    "azshogi +experiment=cpu seed=61 run=p61g eval.every=0 loop.keep_checkpoints=200 "
-    "'+stages.grow={from_checkpoint:81,set:{model:{blocks:4,channels:48}}}'":
-        Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run"),
-    "python docs/tools/wall_times.py checkpoints/p61 checkpoints/p61g --at 144.1":
-        Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's"),
-    **{"azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00132.pt -a nodes=192 "
-       f"-b nodes=192{openings} --games 100 --in-flight 100 --quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
-       for openings in ("", " --openings random:8")},
-    "azshogi-arena search:checkpoints/p61g/ckpt-00110.pt search:checkpoints/p61/ckpt-00110.pt -a nodes=192 "
-    "-b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet":
-        Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")),
-    _ladder_match("p61g", "ckpt-00110.pt", "sf2", 192)[0]: _ladder_match("p61g", "ckpt-00110.pt", "sf2", 192)[1],
-    _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[0]: _ladder_match("p61", "ckpt-00132.pt", "sf2", 192)[1],
+    # docs/experiments/2026-11-28-growing-at-81.md and 2026-11-28-growing-by-a-block.md
+    **{command: entry for seed, *pair in GROWING for command, entry in _growing(seed, *pair)},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
