@@ -354,11 +354,12 @@ NEW_SEEDS = (("p61", ""), ("r61", " selfplay.resign_target=0.05"), ("p62", ""), 
 TWINS_32 = (("p32", ""), ("q32", " model.opponent_policy=true"), ("s32", " train.surprise_weight=0.5"))
 STRENGTH_RUN = Check("trains for 30 minutes")
 # 2026-11-28-growing-at-81.md and -by-a-block.md: seed, the grown size, the checkpoints of the grown run and of its
-# twin at equal wall time, the openings of their match (seed 61's was played from the start position too)
-GROWING = ((61, "blocks:4,channels:48", 110, 132, ("", " --openings random:8")),
-           (62, "blocks:4,channels:32", 120, 126, (" --openings random:8",)))
+# twin at an equal wall time (minutes), the openings of their match (seed 61's was played from the start position too)
+GROWING = ((61, "blocks:4,channels:48", 144.1, 110, 132, ("", " --openings random:8")),
+           (62, "blocks:4,channels:32", 144.1, 120, 126, (" --openings random:8",)),
+           (62, "blocks:4,channels:32", 165, 131, 139, (" --openings random:8",)))
 # the twins at equal wall time, and the ungrown one at the grown one's checkpoint
-GROWING_TWINS = tuple(pair for seed, _, grown, ungrown, _ in GROWING
+GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
                       for pair in ((f"p{seed}g", f"ckpt-{grown:05d}.pt"), (f"p{seed}", f"ckpt-{ungrown:05d}.pt"),
                                    (f"p{seed}", f"ckpt-{grown:05d}.pt")))
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
@@ -368,7 +369,8 @@ CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-1
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
-def _growing(seed: int, size: str, grown: int, ungrown: int, openings: tuple[str, ...]) -> list[tuple[str, object]]:
+def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
+             openings: tuple[str, ...]) -> list[tuple[str, object]]:
     """The commands of a growth pair (docs/experiments/2026-11-28-growing-*.md): the run to its fork at checkpoint 80,
     the twins, their wall times, and the matches at equal wall time and at equal checkpoints."""
     run, twin = f"p{seed}", f"p{seed}g"
@@ -385,7 +387,7 @@ def _growing(seed: int, size: str, grown: int, ungrown: int, openings: tuple[str
         (f"azshogi +experiment=cpu seed={seed} run={twin} eval.every=0 loop.keep_checkpoints=200 "
          f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}'",
          Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run")),
-        (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at 144.1",
+        (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at {minutes}",
          Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")),
         *((f"azshogi-arena search:{a} search:{b} -a nodes=192 -b nodes=192{opening} --games 100 --in-flight 100 "
            "--quiet", tiny) for opening in openings),
