@@ -142,15 +142,18 @@ class MatchResult:
         black = [g for g in self.games if g.a_is_black]
         white = [g for g in self.games if not g.a_is_black]
         endings = collections.Counter(g.reason for g in self.games)
-        return [
+        lines = [
             f"{self.name_a} vs {self.name_b}: W-L-D {self.wins}-{self.losses}-{self.draws} "
             f"({self.elo.score:.1%}) in {len(self.games)} games",
             f"{self.name_a} as black {wld(black)}, as white {wld(white)}",
             f"Elo difference {self.name_a} - {self.name_b}: {self.elo}",
             "endings: " + ", ".join(f"{k} {v}" for k, v in endings.most_common()),
-        ] + ([f"only {self.distinct} distinct games of {len(self.games)}: the players chose alike in the "
-              f"repeats, so the score weighs those few games (--openings random:8 varies the starts)"]
-             if self.distinct * 2 <= len(self.games) else [])
+        ]
+        distinct = self.distinct
+        if distinct * 2 <= len(self.games):
+            lines.append(f"only {distinct} distinct games of {len(self.games)}: the players chose alike in the "
+                         "repeats, so the score weighs those few games (--openings random:8 varies the starts)")
+        return lines
 
     def as_dict(self) -> dict:
         """The match in JSON terms, from player A's side: `score` is always a fraction of the
