@@ -22,25 +22,31 @@ from azshogi.train.stages import changes, config_at, entered, play_config, stage
 from azshogi.train.trainer import learning_rate
 
 
-def test_the_cpu_preset_schedule_is_the_one_before_stages():
+def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     """Until stages, +experiment=cpu searched 64 simulations among 16 candidates from checkpoint 41
     on (selfplay.deeper_from_checkpoint=41) and decayed the learning rate by steps
     (lr_schedule=step, decay_steps=9950, min_lr_ratio=0.1: a tenth from step 10,000). The stages
     give the same search after every checkpoint and the same rate at every step of 300
-    checkpoints (100 steps each)."""
+    checkpoints (100 steps each), but that the training of checkpoints 32-41 (steps 3,100-4,099:
+    the cool stage) is at a tenth of it, and the rate is the run's again from checkpoint 42's."""
     cfg = to_config(compose_config(["+experiment=cpu"]))
     assert cfg.train.lr_schedule == LrSchedule.constant and cfg.loop.steps_per_checkpoint == 100
     old_train = replace(cfg.train, lr_schedule=LrSchedule.step, decay_steps=9950, min_lr_ratio=0.1)
-    in_force = {k: config_at(cfg, n) for k, n in ((0, 0), (1, 41), (2, 100))}  # config_at(n) by the stages begun
-    assert all(config_at(cfg, n) == in_force[stage_at(cfg, n)] for n in (1, 40, 42, 99, 101, 299))
+    in_force = {k: config_at(cfg, n) for k, n in ((0, 0), (1, 31), (2, 41), (3, 100))}  # by the stages begun
+    assert all(config_at(cfg, n) == in_force[stage_at(cfg, n)] for n in (1, 30, 32, 40, 42, 99, 101, 299))
     for n in range(300):
         now = in_force[stage_at(cfg, n)]
         deeper = n >= 41
         assert (now.search.num_simulations, now.search.max_num_considered_actions) == ((64, 16) if deeper
                                                                                        else (32, 32)), n
         assert now.loop == cfg.loop and now.model == cfg.model and now.replay == cfg.replay
+        cool = 0.1 if 31 <= n < 41 else 1.0
         for step in range(n * 100, (n + 1) * 100):
-            assert math.isclose(learning_rate(step, now.train), learning_rate(step, old_train), rel_tol=1e-9), step
+            assert math.isclose(learning_rate(step, now.train), cool * learning_rate(step, old_train),
+                                rel_tol=1e-9), step
+    assert learning_rate(3099, config_at(cfg, 30).train) == pytest.approx(1e-3)
+    assert learning_rate(3100, config_at(cfg, 31).train) == pytest.approx(1e-4)
+    assert learning_rate(4100, config_at(cfg, 41).train) == pytest.approx(1e-3)
     assert learning_rate(9999, config_at(cfg, 99).train) == pytest.approx(1e-3)
     assert learning_rate(10000, config_at(cfg, 100).train) == pytest.approx(1e-4)
 
