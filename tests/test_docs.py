@@ -362,10 +362,12 @@ GROWING = ((61, "blocks:4,channels:48", 144.1, 110, 132, ("", " --openings rando
 GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
                       for pair in ((f"p{seed}g", f"ckpt-{grown:05d}.pt"), (f"p{seed}", f"ckpt-{ungrown:05d}.pt"),
                                    (f"p{seed}", f"ckpt-{grown:05d}.pt")))
+COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
+NO_COOL = "'~stages.cool'"  # the cpu preset's rate for checkpoints 32-41 until 2026-11-28: every run's before
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
@@ -379,13 +381,14 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
     tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
     return [
         (f"azshogi +experiment=cpu seed={seed} run={run} loop.max_checkpoints=80 eval.every=0 "
-         "loop.keep_checkpoints=100", Check(f"continues {run} from checkpoint 41 (30 quiet minutes and more)")),
+         f"loop.keep_checkpoints=100 {NO_COOL}",
+         Check(f"continues {run} from checkpoint 41 (30 quiet minutes and more)")),
         (f"cp -r checkpoints/{run} checkpoints/{twin}",
          Skip("copies a run's checkpoints: the twin's start (a shell command)")),
-        (f"azshogi +experiment=cpu seed={seed} run={run} eval.every=0 loop.keep_checkpoints=200",
+        (f"azshogi +experiment=cpu seed={seed} run={run} eval.every=0 loop.keep_checkpoints=200 {NO_COOL}",
          Check("trains until stopped, from checkpoint 80 (an hour and more)")),
         (f"azshogi +experiment=cpu seed={seed} run={twin} eval.every=0 loop.keep_checkpoints=200 "
-         f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}'",
+         f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}' {NO_COOL}",
          Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run")),
         (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at {minutes}",
          Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")),
@@ -401,7 +404,7 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
 def _to_141(seed: int, run: str, settings: str) -> str:
     """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
     return (f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints=141 eval.every=0 "
-            f"loop.keep_checkpoints=100 {settings}")
+            f"loop.keep_checkpoints=100 {settings} {NO_COOL}")
 
 
 DROP = "stages.lr_drop.from_checkpoint={}"  # a tenth of the rate after N checkpoints
@@ -603,18 +606,21 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Run(ARENA + ("-a", "nodes=2")),
     **dict(_ladder_match("myrun", name, rungs, nodes) for name, rungs, nodes in (
         ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf0", 192))),
-    "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100":
+    "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100 "
+    f"{NO_COOL}":
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
-    "azshogi +experiment=gpu seed=5 run=g1 loop.max_checkpoints=58 eval.every=0 loop.keep_checkpoints=100":
+    "azshogi +experiment=gpu seed=5 run=g1 loop.max_checkpoints=58 eval.every=0 loop.keep_checkpoints=100 "
+    f"{NO_COOL}":
         Check(NEEDS_CUDA),
     # docs/experiments/: each experiment's commands (the matches' players are tiny checkpoints named in GIVEN)
-    f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16":
+    f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16 "
+    f"{NO_COOL}":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
-    f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20":
+    f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 {NO_COOL}":
         Check("trains for 30 minutes"),
     f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 "
-    "train.value_target_root_weight=0.0 run=cpu0": Check("trains for 30 minutes"),
+    f"train.value_target_root_weight=0.0 run=cpu0 {NO_COOL}": Check("trains for 30 minutes"),
     # (on a few scalars of each kind written where the 30-minute run's logs would be)
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating":
         Run(then=_png_written, needs="matplotlib"),
@@ -624,7 +630,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "nodes=2")),
     "azshogi-arena search:checkpoints/cpu/ckpt-00010.pt random --games 100 --in-flight 100 -a nodes=64 "
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "nodes=2")),
-    **{f"timeout -s TERM 1800 azshogi +experiment=cpu {overrides}": STRENGTH_RUN for overrides in (
+    **{f"timeout -s TERM 1800 azshogi +experiment=cpu {overrides} {NO_COOL}": STRENGTH_RUN for overrides in (
         f"model.blocks=3 model.channels=32 {NARROW} eval.every=0 loop.keep_checkpoints=100 run=a",
         f"model.blocks=3 model.channels=32 {NARROW} eval.every=0 loop.keep_checkpoints=100 "
         "selfplay.cheap_search_prob=0.75 selfplay.cheap_simulations=4 loop.positions_per_checkpoint=3000 run=b",
@@ -651,7 +657,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "simulations=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "simulations=2")),
-    **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run=m{seed} loop.max_checkpoints=41":
+    **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run=m{seed} loop.max_checkpoints=41 {NO_COOL}":
        THIRTY_MINUTES for seed in (1, 2)},
     **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs greedy,sf-5 --games 100 --in-flight 100 "
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
@@ -665,12 +671,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/plot_ladder.py docs/strength-deeper.png --matches docs/strength-matches.json":
         Run(then=_png_written, needs="matplotlib"),
     "azshogi +experiment=cpu train.mirror=true seed=1 run=d1 loop.max_checkpoints=184 eval.every=0 "
-    f"loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16 {CONSTANT_LR}":
+    f"loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16 {CONSTANT_LR} "
+    f"{NO_COOL}":
         Check("trains for 20 checkpoints from m1's 164th (25 minutes on a quiet 2-core machine)"),
-    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0":
+    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 {NO_COOL}":
        Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)") for n in (41, 81)},
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 "
-       f"loop.keep_checkpoints=100 {CONSTANT_LR}":
+       f"loop.keep_checkpoints=100 {CONSTANT_LR} {NO_COOL}":
        Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
        for n in (141, 161, 181)},
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
@@ -682,7 +689,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
     **dict(_ladder_match(*D3, rungs, nodes) for rungs, nodes in D3_MATCHES),
     "timeout -s TERM 7200 azshogi +experiment=cpu train.mirror=true seed=3 run=w1 model.blocks=4 model.channels=48 "
-    f"loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300 {CONSTANT_LR}":
+    f"loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300 {CONSTANT_LR} {NO_COOL}":
         Check("trains a 4x48 network for 2 hours"),
     **dict(_ladder_match(*W1, rungs) for rungs in ("sf0", "sf-3")),
     **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/{source}/ckpt-{start:05d}.pt checkpoints/{source}/replay "
@@ -711,7 +718,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Run(ARENA + ("-a", "nodes=2")) for run, name in
        (*GPU_CHECK, *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), GPU_CPU_PRESET[0])},
     **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints={last} eval.every=0 "
-       "loop.keep_checkpoints=100 selfplay.num_actors=512": STRENGTH_RUN for run, seed, last in IN_FLIGHT},
+       f"loop.keep_checkpoints=100 selfplay.num_actors=512 {NO_COOL}": STRENGTH_RUN for run, seed, last in IN_FLIGHT},
     'azshogi-bench usi checkpoints/l1/ckpt-00141.pt --go "movetime 100" --option Threads=1 --engine t1 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=1" --engine t3 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=3"': Skip(USI_BENCH),
@@ -724,17 +731,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for t in ("auto", "1")},
     # the CPU preset on an H100 (g1)
     "GPU_TRAIN_EVERY=7 bash docs/tools/gpu_train.sh out 515 g1 +experiment=cpu train.mirror=true seed=5 "
-    "selfplay.num_actors=512": Skip("needs a CUDA GPU and 9 minutes; tests/test_gpu_train_tool.py runs the tool "
-                                    "dry on the CPU"),
+    f"selfplay.num_actors=512 {NO_COOL}":
+        Skip("needs a CUDA GPU and 9 minutes; tests/test_gpu_train_tool.py runs the tool dry on the CPU"),
     **dict(_ladder_match(run, name, "greedy,sf-5") for run, name in (*GPU_CPU_PRESET[1:], GPU_TWIN)),
     "azshogi +experiment=cpu train.mirror=true seed=5 run=l12 loop.max_checkpoints=42 eval.every=0 "
-    "loop.keep_checkpoints=100": STRENGTH_RUN,
+    f"loop.keep_checkpoints=100 {NO_COOL}": STRENGTH_RUN,
     # the 30-minute checkpoints of l11 and l12 at T = 1
     **{f"azshogi-arena search:checkpoints/{run}/ckpt-00042.pt greedy --games 100 --in-flight 100 -a nodes=64 "
        "-a softmax=1 --quiet": Run(ARENA + ("-a", "nodes=2")) for run in ("l11", "l12")},
     # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
     "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
-    "loop.keep_checkpoints=100": Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
+    f"loop.keep_checkpoints=100 {NO_COOL}":
+        Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     "python docs/tools/policy_spread.py "
     + " ".join(f"checkpoints/{run}/{name}" for run, name in AUTO_SEED):
         Skip("the same tool with the same options on six checkpoints: test_documented_commands_work_as_written"
@@ -759,13 +767,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for steps in ("--steps 200 --every 50", "--steps 600 --every 100 --seed 1")},
     # random opening plies, four new seeds to checkpoint 41; the first one's match runs (tiny), the others' are the same
     **{f"azshogi +experiment=cpu seed={seed} run=o{seed} selfplay.opening_random_plies=6 loop.max_checkpoints=41 "
-       "eval.every=0 loop.keep_checkpoints=100":
+       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}":
        THIRTY_MINUTES for seed in OPENING_SEEDS},
     **dict([_ladder_match(f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt", "greedy,sf-5")]),
     **{_ladder_match(f"o{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]:
        SAME_MATCH for seed in OPENING_SEEDS[1:]},
     **{f"azshogi +experiment=cpu seed=32 run={run}{option} loop.max_checkpoints=41 eval.every=0 "
-       "loop.keep_checkpoints=100": THIRTY_MINUTES
+       f"loop.keep_checkpoints=100 {NO_COOL}": THIRTY_MINUTES
        for run, option in TWINS_32},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run, _ in TWINS_32},
@@ -784,24 +792,29 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Skip("plays the network the command above writes")
        for name in [f"{run}-ema" for run in EMA_RUNS] + [f"{run}-41" for run in AVERAGED_RUNS]},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run} train.average_decay=0.8 loop.max_checkpoints=41 "
-       "eval.every=0 loop.keep_checkpoints=100":
+       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}":
        THIRTY_MINUTES for run in AVERAGED_RUNS},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run in AVERAGED_RUNS},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run} stages.deeper.from_checkpoint=21 loop.max_checkpoints=41 "
-       "eval.every=0 loop.keep_checkpoints=100":
+       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}":
        Check("trains for 33 checkpoints and more (30 minutes on a quiet 2-core machine)") for run in DEEPER_21_RUNS},
     **{_ladder_match(run, "ckpt-00033.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run in DEEPER_21_RUNS},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run}{option} loop.max_checkpoints=41 eval.every=0 "
-       "loop.keep_checkpoints=100": THIRTY_MINUTES for run, option in NEW_SEEDS},
+       f"loop.keep_checkpoints=100 {NO_COOL}": THIRTY_MINUTES for run, option in NEW_SEEDS},
     "azshogi +experiment=cpu seed=61 run=r61 selfplay.resign_target=0.05 loop.max_checkpoints=71 eval.every=0 "
-    "loop.keep_checkpoints=100": Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
+    f"loop.keep_checkpoints=100 {NO_COOL}": Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
     **{f"python docs/tools/resign_counts.py checkpoints/{run}":
        Check("needs a run's checkpoints; test_resignation.py runs the tool on a tiny run's") for run in ("RUN", "r61")},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for run, _ in NEW_SEEDS},
     # docs/experiments/2026-11-28-growing-at-81.md and 2026-11-28-growing-by-a-block.md
     **{command: entry for seed, *pair in GROWING for command, entry in _growing(seed, *pair)},
+    # docs/experiments/2026-11-28-cooling-before-41.md: p61-p63 resumed at checkpoint 31 with the cool stage
+    **{f"azshogi +experiment=cpu seed={seed} run=c{seed} resume=checkpoints/p{seed}/ckpt-00031.pt "
+       "loop.max_checkpoints=41 eval.every=0 loop.keep_checkpoints=100":
+       Check(f"trains checkpoints 32-41 from p{seed}'s checkpoint 31 (7 quiet minutes)") for seed in COOLED},
+    **{_ladder_match(f"c{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in COOLED},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
