@@ -363,6 +363,7 @@ GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
                       for pair in ((f"p{seed}g", f"ckpt-{grown:05d}.pt"), (f"p{seed}", f"ckpt-{ungrown:05d}.pt"),
                                    (f"p{seed}", f"ckpt-{grown:05d}.pt")))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
+COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -817,12 +818,19 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "loop.max_checkpoints=41 eval.every=0 loop.keep_checkpoints=100":
        Check(f"trains checkpoints 32-41 from p{seed}'s checkpoint 31 (7 quiet minutes)") for seed in COOLED},
     **{_ladder_match(f"c{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in COOLED},
+    **{f"azshogi +experiment=cpu seed={seed} run=q{seed} loop.max_checkpoints=41 eval.every=0 "
+       "loop.keep_checkpoints=100": THIRTY_MINUTES for seed in COOL_SEEDS},
+    **{_ladder_match(f"q{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in COOL_SEEDS},
+    "azshogi +experiment=cpu seed=72 run=n72 resume=checkpoints/q72/ckpt-00031.pt loop.max_checkpoints=41 "
+    f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}": Check("trains checkpoints 32-41 from q72's checkpoint 31 "
+                                                               "(7 quiet minutes)"),
+    _ladder_match("n72", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     **{f"azshogi +experiment=cpu '~stages.{name}'": Check("trains until Ctrl-C without that stage")
-       for name in ("deeper", "lr_drop")},
+       for name in ("cool", "deeper", "lr_drop")},
     "azshogi +experiment=gpu '~stages.grow'": Check(NEEDS_CUDA),
     # docs/cluster.md
     'pip install torch==2.13.0 -e ".[cluster]"': Skip("installs azshogi with Ray"),
