@@ -291,9 +291,10 @@ class PretrainConfig:
 class StageConfig:
     """One stage of a run's schedule (train/stages.py): once `from_checkpoint` checkpoints are
     written (and with `when_flat`, once the in-loop rating has then stopped rising), the settings
-    in `set` replace the run's (those of the stages before it included). In the config, `stages`
-    maps each stage's name to these keys (a plain mapping, so that a command line can add one:
-    +stages.NAME={from_checkpoint:N,set:{...}}); `stages_in_order` reads them."""
+    in `set` replace the run's (those of the stages before it included), until `until_checkpoint`
+    checkpoints are written, if it has one. In the config, `stages` maps each stage's name to these
+    keys (a plain mapping, so that a command line can add one: +stages.NAME={from_checkpoint:N,
+    set:{...}}); `stages_in_order` reads them."""
 
     from_checkpoint: int
     # settings as in the config, nested ({search: {num_simulations: 64}}) or dotted
@@ -302,6 +303,14 @@ class StageConfig:
     # > 0: from from_checkpoint on, the stage waits until the last `when_flat` in-loop ratings are
     # none above the best one before them by more than its own 95% margin (train/stages.rating_flat)
     when_flat: int = 0
+    # > from_checkpoint: the stage ends once this many checkpoints are written, and what it set is
+    # again what the run and the other stages in force say (0 = it lasts the run); not with
+    # when_flat (its start is not known in advance) nor model.* (a network does not shrink)
+    until_checkpoint: int = 0
+
+    def ended(self, checkpoints: int) -> bool:
+        """Whether the stage has ended once `checkpoints` checkpoints are written."""
+        return 0 < self.until_checkpoint <= checkpoints
 
 
 @dataclass
@@ -536,8 +545,9 @@ def stages_in_order(cfg: Config) -> List[tuple[str, StageConfig]]:
         key = f"stages.{name}"
         _check(bool(_STAGE_NAME.match(str(name))), key, "a stage's name: letters, digits, '_' and '-'", name)
         _check(isinstance(spec, dict), key, "a stage is {from_checkpoint: N, set: {KEY: VALUE, ...}}", spec)
-        for unknown in set(spec) - {"from_checkpoint", "set", "when_flat"}:
-            _check(False, f"{key}.{unknown}", "a stage has from_checkpoint, set and when_flat only", spec[unknown])
+        for unknown in set(spec) - {"from_checkpoint", "set", "when_flat", "until_checkpoint"}:
+            _check(False, f"{key}.{unknown}", "a stage has from_checkpoint, set, when_flat and until_checkpoint only",
+                   spec[unknown])
         start = spec.get("from_checkpoint")
         _check(isinstance(start, int) and not isinstance(start, bool) and start >= 1, f"{key}.from_checkpoint",
                "a number of checkpoints >= 1 (the settings in force from the start are the run's own)", start)
@@ -547,7 +557,17 @@ def stages_in_order(cfg: Config) -> List[tuple[str, StageConfig]]:
         flat = spec.get("when_flat", 0)
         _check(isinstance(flat, int) and not isinstance(flat, bool) and flat >= 0, f"{key}.when_flat",
                "a number of in-loop evaluations >= 1 (0 = off)", flat)
-        out.append((str(name), StageConfig(start, dict(settings), flat)))
+        until = spec.get("until_checkpoint", 0)
+        _check(isinstance(until, int) and not isinstance(until, bool) and (until == 0 or until > start),
+               f"{key}.until_checkpoint", f"a number of checkpoints > from_checkpoint ({start}), or 0 (to the end)",
+               until)
+        _check(not (until and flat), f"{key}.until_checkpoint",
+               "not with when_flat: a stage that waits for the rating has no known start to end after", until)
+        stage = StageConfig(start, dict(settings), flat, until)
+        grows = sorted(k for k in stage_settings(stage) if k.startswith("model."))
+        _check(not (until and grows), f"{key}.until_checkpoint",
+               f"not with {', '.join(grows)}: a network grows, never shrinks, so it cannot end", until)
+        out.append((str(name), stage))
     return sorted(out, key=lambda item: item[1].from_checkpoint)
 
 
@@ -577,11 +597,12 @@ def with_stage(cfg: Config, name: str, stage: StageConfig) -> Config:
 
 def _validate_stages(cfg: Config) -> None:
     """Each stage: a name, a checkpoint, settings a stage may set, and the settings in force from
-    it on valid as a whole (the network never smaller than before it)."""
-    now = replace(cfg, stages={})
-    for name, stage in stages_in_order(cfg):
+    it on valid as a whole (the network never smaller than before it), and from its end on."""
+    base, ordered = replace(cfg, stages={}), stages_in_order(cfg)
+    for i, (name, stage) in enumerate(ordered):
         key = f"stages.{name}"
-        before, now = now, with_stage(now, name, stage)
+        before = _in_force(base, ordered[:i], stage.from_checkpoint)
+        now = with_stage(before, name, stage)
         for dim in ("blocks", "channels"):
             _check(getattr(now.model, dim) >= getattr(before.model, dim), f"{key}.set.model.{dim}",
                    f"the network grows, never shrinks: must be >= {getattr(before.model, dim)} (before this stage)",
@@ -592,6 +613,21 @@ def _validate_stages(cfg: Config) -> None:
             bad = str(e).split("=")[0]
             raise ConfigError(f"{key}.set.{e}" if bad in stage_settings(stage)
                               else f"{key} (from checkpoint {stage.from_checkpoint}): {e}") from None
+        if stage.until_checkpoint:
+            try:
+                validate(_in_force(base, ordered, stage.until_checkpoint))
+            except ConfigError as e:
+                raise ConfigError(f"{key} (ending at checkpoint {stage.until_checkpoint}): {e}") from None
+
+
+def _in_force(cfg: Config, stages: List[tuple[str, StageConfig]], checkpoints: int) -> Config:
+    """`cfg` with those of `stages` (in the order they begin) in force once `checkpoints`
+    checkpoints are written: begun (a when_flat one taken to begin at its from_checkpoint) and
+    not ended."""
+    for name, stage in stages:
+        if stage.from_checkpoint <= checkpoints and not stage.ended(checkpoints):
+            cfg = with_stage(cfg, name, stage)
+    return cfg
 
 
 def _check_data_files(paths: List[str], key: str) -> None:

@@ -66,6 +66,35 @@ def test_config_at_applies_the_stages_in_order_and_changes_only_what_they_set():
     assert entered(cfg, 4) is None
 
 
+def test_a_stage_that_ends_gives_back_what_the_run_and_the_stages_in_force_say():
+    cfg = to_config(compose_config(TINY + [
+        "+stages.slow={from_checkpoint:2,until_checkpoint:6,set:{train:{lr:0.001},search:{num_simulations:8}}}",
+        "+stages.later={from_checkpoint:4,set:{search:{num_simulations:12}}}"]))
+    sims = [config_at(cfg, n).search.num_simulations for n in range(8)]
+    lrs = [config_at(cfg, n).train.lr for n in range(8)]
+    assert sims == [4, 4, 8, 8, 12, 12, 12, 12]  # the later stage's value wins, and outlasts the end
+    assert lrs == [0.02, 0.02, 0.001, 0.001, 0.001, 0.001, 0.02, 0.02]  # the run's own again from 6
+    without = replace(cfg, stages={"later": cfg.stages["later"]})
+    assert replace(config_at(cfg, 6), stages={}) == replace(config_at(without, 6), stages={})
+    assert [stage_at(cfg, n) for n in (1, 2, 5, 6, 9)] == [0, 1, 2, 2, 2]  # stages begun: ends count no stage
+    assert entered(cfg, 6) == "stage slow ended (until_checkpoint 6): train.lr 0.001 -> 0.02"
+    assert entered(cfg, 7) is None
+    both = to_config(compose_config(TINY + [
+        "+stages.slow={from_checkpoint:2,until_checkpoint:4,set:{train:{lr:0.001}}}",
+        "+stages.deep={from_checkpoint:4,set:{search:{num_simulations:12}}}"]))
+    assert entered(both, 4) == ("stage 2 of 2, deep (from_checkpoint 4); stage slow ended (until_checkpoint 4): "
+                                "search.num_simulations 4 -> 12, train.lr 0.001 -> 0.02")
+
+
+def test_a_stage_s_end_is_checked_with_the_settings_in_force_then():
+    """The cheap search must stay the smaller one: valid while the stage that deepens the search is
+    in force, not once it has ended and the run's 4 simulations are back."""
+    with pytest.raises(ConfigError, match=r"stages\.deep \(ending at checkpoint 5\): selfplay\.cheap_simulations="):
+        to_config(compose_config(TINY + [
+            "+stages.deep={from_checkpoint:2,until_checkpoint:5,set:{search:{num_simulations:12}}}",
+            "+stages.cheap={from_checkpoint:3,set:{selfplay:{cheap_search_prob:0.5,cheap_simulations:6}}}"]))
+
+
 @pytest.mark.parametrize("override, key", [
     ("+stages.s={from_checkpoint:2,set:{model:{blocks:0}}}", "stages.s.set.model.blocks"),  # shrinks
     ("+stages.s={from_checkpoint:2,set:{model:{value_hidden:64}}}", "stages.s.set.model.value_hidden"),
@@ -77,6 +106,10 @@ def test_config_at_applies_the_stages_in_order_and_changes_only_what_they_set():
     ("+stages.s={from_checkpoint:0,set:{train:{lr:0.1}}}", "stages.s.from_checkpoint"),
     ("+stages.s={from_checkpoint:2}", "stages.s.set"),
     ("+stages.s={from_checkpoint:2,set:{train:{lr:0.1}},when:3}", "stages.s.when"),
+    ("+stages.s={from_checkpoint:2,until_checkpoint:2,set:{train:{lr:0.1}}}", "stages.s.until_checkpoint"),
+    ("+stages.s={from_checkpoint:2,until_checkpoint:4,when_flat:2,set:{train:{lr:0.1}}}",
+     "stages.s.until_checkpoint"),
+    ("+stages.s={from_checkpoint:2,until_checkpoint:4,set:{model:{blocks:2}}}", "stages.s.until_checkpoint"),
     # valid alone, not with what is in force then: the cheap search must stay the smaller one
     ("+stages.s={from_checkpoint:2,set:{selfplay:{cheap_search_prob:0.5,cheap_simulations:6}}}",
      "stages.s.set.selfplay.cheap_simulations"),
@@ -97,11 +130,13 @@ def test_the_removed_deeper_keys_are_refused_and_ignored_in_saved_configs():
 
 
 # A stage at checkpoint 2 that changes every kind of thing the loop rebuilds: the network
-# (1x16 -> 2x24, grown), self-play's search, the learning rate, the replay window, the phase sizes.
+# (1x16 -> 2x24, grown), self-play's search, the learning rate, the replay window, the phase sizes;
+# and one for checkpoint 2's training only, which ends there.
 STAGE = ("+stages.big={from_checkpoint:2,set:{model:{blocks:2,channels:24},search:{num_simulations:12},"
          "train:{lr:0.005},replay:{capacity:100},loop:{positions_per_checkpoint:40}}}")
+ENDING = "+stages.light={from_checkpoint:1,until_checkpoint:2,set:{train:{value_loss_weight:0.5}}}"
 RUN = ["device=cpu", "eval.every=0", "loop.keep_checkpoints=10", "loop.max_checkpoints=3",
-       "replay.capacity=200", STAGE]
+       "replay.capacity=200", STAGE, ENDING]
 NAMES = [f"ckpt-{k:05d}.pt" for k in range(1, 4)]
 
 
@@ -135,7 +170,9 @@ def test_a_stage_inside_a_run_changes_what_it_says_and_nothing_else(straight):
     # engine's and the evaluation's search is the run's).
     assert changes(to_config_of(before), to_config_of(after)) == [
         "model.blocks 1 -> 2", "model.channels 16 -> 24", "loop.positions_per_checkpoint 60 -> 40",
-        "replay.capacity 200 -> 100", "train.lr 0.02 -> 0.005"]
+        "replay.capacity 200 -> 100", "train.lr 0.02 -> 0.005", "train.value_loss_weight 0.5 -> 1.0"]
+    assert to_config_of(before).train.value_loss_weight == 0.5  # the ending stage, in force for checkpoint 2's
+    # training only: the checkpoint before it saves it
     assert replace(to_config_of(after), model=to_config_of(before).model, loop=to_config_of(before).loop,
                    replay=to_config_of(before).replay, train=to_config_of(before).train) == to_config_of(before)
     # Training: the new rate from the stage's first step; the step count goes on; a new optimizer.
@@ -152,11 +189,14 @@ def test_a_stage_inside_a_run_changes_what_it_says_and_nothing_else(straight):
     # Self-play: 12 simulations from the third phase on (about 13 evaluations a move, against 5).
     per_move = [e.value for e in sorted(scalars(root, "perf/nn_evals_per_move"), key=lambda e: e.step)]
     assert max(per_move[:2]) <= 6 and per_move[2] >= 9, per_move
-    assert [e.value for e in sorted(scalars(root, "run/stage"), key=lambda e: e.step)] == [0, 1, 1]
+    assert [e.value for e in sorted(scalars(root, "run/stage"), key=lambda e: e.step)] == [1, 2, 2]
     said = (root / "logs" / "straight" / "azshogi.log").read_text()
-    assert ("checkpoint 2: stage 1 of 1, big (from_checkpoint 2): model.blocks 1 -> 2, model.channels 16 -> 24, "
-            "search.num_simulations 4 -> 12, loop.positions_per_checkpoint 60 -> 40, replay.capacity 200 -> 100, "
-            "train.lr 0.02 -> 0.005 (the network grown from 1x16, function-preserving; a new optimizer)") in said
+    assert "checkpoint 1: stage 1 of 2, light (from_checkpoint 1): train.value_loss_weight 1.0 -> 0.5\n" in said
+    assert ("checkpoint 2: stage 2 of 2, big (from_checkpoint 2); stage light ended (until_checkpoint 2): "
+            "model.blocks 1 -> 2, model.channels 16 -> 24, search.num_simulations 4 -> 12, "
+            "loop.positions_per_checkpoint 60 -> 40, replay.capacity 200 -> 100, train.lr 0.02 -> 0.005, "
+            "train.value_loss_weight 0.5 -> 1.0 (the network grown from 1x16, function-preserving; a new optimizer)"
+            ) in said
 
 
 def to_config_of(state: dict):
@@ -194,8 +234,9 @@ def test_wall_times_lists_each_checkpoint_s_shape_and_picks_the_last_by_a_time(s
 
 @pytest.mark.parametrize("start", [1, 2])
 def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, start, tmp_path):
-    """From checkpoint 1 (the stage entered after the next phase) and from checkpoint 2 (the stage
-    in force, its network of the grown shape read back)."""
+    """From checkpoint 1 (the stage entered and the ending one ended after the next phase) and from
+    checkpoint 2 (the stage in force, its network of the grown shape read back, the ending one
+    over)."""
     root, written = straight
     resumed = RecordingLoop(config(root, f"resumed{start}", resume=str(root / "checkpoints" / "straight"
                                                                         / NAMES[start - 1])))

@@ -4,16 +4,19 @@ A run's `stages` (config.py `StageConfig`, docs/settings.md) each replace some s
 number of checkpoints are written, e.g. the CPU preset's (conf/experiment/cpu.yaml):
 
     stages:
+      cool: {from_checkpoint: 31, until_checkpoint: 41, set: {train: {lr: 0.0001}}}
       deeper: {from_checkpoint: 41, set: {search: {num_simulations: 64, max_num_considered_actions: 16}}}
       lr_drop: {from_checkpoint: 100, set: {train: {lr: 0.0001}}}
 
 `config_at(cfg, n)` is the config the phases after checkpoint n use: the stages begun by then
-applied in the order they began (a later stage's value wins). A stage begins at its
+and not ended applied in the order they began (a later stage's value wins). A stage with
+`until_checkpoint: m` ends once m checkpoints are written: from then on what it set is what the
+run and the other stages in force say, as if it had never begun. A stage begins at its
 from_checkpoint; one with `when_flat: K` waits from there until the in-loop rating has stopped
 rising (`rating_flat`: the last K ratings none above the best one before them by more than its
 own 95% margin) and begins at the checkpoint after the evaluation that says so, which the run's
 counters record (`RunCounters.flat_starts`, passed here as `flat`). The loop (train/loop.py)
-enters a stage at the checkpoint that starts it, before writing that checkpoint, so the file
+enters a stage at the checkpoint that starts (or ends) it, before writing that checkpoint, so the file
 holds the stage's network and settings; a resume at checkpoint n recomputes config_at(cfg, n)
 and needs nothing else saved. `play_config` is what a checkpoint saves and the in-loop evaluation
 and the engine play with: the stage's network, the run's own search.* (a stage's search is
@@ -49,10 +52,11 @@ def stage_at(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> i
 
 
 def config_at(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> Config:
-    """The settings in force once `checkpoints` checkpoints are written (`cfg` validated: each
-    stage's settings are)."""
+    """The settings in force once `checkpoints` checkpoints are written: the stages begun and not
+    ended (`cfg` validated: each stage's settings are)."""
     for name, stage in begun(cfg, checkpoints, flat):
-        cfg = with_stage(cfg, name, stage)
+        if not stage.ended(checkpoints):
+            cfg = with_stage(cfg, name, stage)
     return cfg
 
 
@@ -111,18 +115,23 @@ def _word(value) -> str:
 
 
 def entered(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> Optional[str]:
-    """What the log says when stages begin at this checkpoint: which, of how many, why, and what
-    they change ('stage 1 of 2, deeper (from_checkpoint 41): search.num_simulations 32 -> 64');
-    None when none begins here."""
+    """What the log says when stages begin or end at this checkpoint: which, of how many, why, and
+    what they change ('stage 2 of 3, deeper (from_checkpoint 41); stage cool ended (until_checkpoint
+    41): search.num_simulations 32 -> 64, train.lr 0.0001 -> 0.001'); None when none does."""
     now = begun(cfg, checkpoints, flat)
     starting = [(i, name, stage) for i, (name, stage) in enumerate(now, 1)
                 if start_of(name, stage, flat) == checkpoints]
-    if not starting:
+    ending = [(name, stage) for name, stage in now if stage.until_checkpoint == checkpoints]
+    if not starting and not ending:
         return None
-    named = ", ".join(f"{name} (" + (f"when_flat {stage.when_flat}" if stage.when_flat else
-                                     f"from_checkpoint {stage.from_checkpoint}") + ")" for _, name, stage in starting)
+    said = []
+    if starting:
+        said.append(f"stage {starting[-1][0]} of {len(cfg.stages)}, " + ", ".join(
+            f"{name} (" + (f"when_flat {stage.when_flat}" if stage.when_flat else
+                           f"from_checkpoint {stage.from_checkpoint}") + ")" for _, name, stage in starting))
+    said += [f"stage {name} ended (until_checkpoint {stage.until_checkpoint})" for name, stage in ending]
     what = changes(config_at(cfg, checkpoints - 1, flat), config_at(cfg, checkpoints, flat))
-    return (f"stage {starting[-1][0]} of {len(cfg.stages)}, {named}: " + (", ".join(what) or "no setting changes"))
+    return "; ".join(said) + ": " + (", ".join(what) or "no setting changes")
 
 
 def never_flat(cfg: Config) -> Optional[str]:
