@@ -245,6 +245,9 @@ def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, s
     for name in NAMES[start:]:
         assert_continues(resumed.written[name], written[name], name)
     assert isinstance(resumed.model, torch.nn.Module) and resumed.model.blocks == 2
+    said = (root / "logs" / f"resumed{start}" / "azshogi.log").read_text()  # the start-up line: the stages in force
+    shape, now = ("1x16", "light") if start == 1 else ("2x24", "big")
+    assert f"network {shape}, stage {start} of 2 ({now})" in said
     shutil.rmtree(root / "checkpoints" / f"resumed{start}", ignore_errors=True)
 
 

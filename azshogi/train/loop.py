@@ -50,7 +50,7 @@ from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.run_state import RunCounters, RunState
-from azshogi.train.stages import config_at, entered, flat_stage_due, never_flat, play_config, stage_at
+from azshogi.train.stages import config_at, entered, flat_stage_due, in_force, never_flat, play_config, stage_at
 from azshogi.train.trainer import Trainer
 
 
@@ -274,9 +274,10 @@ class Loop:
                     else "")
             where += f" ({self.restored_games:,} games in progress restored{made})" if self.restored_games else ""
         stage = stage_at(cfg, c.checkpoints, c.flat_starts)
+        now = ", ".join(name for name, _ in in_force(cfg, c.checkpoints, c.flat_starts)) or "none in force"
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
                          f"{self.search_words()}, network {cfg.model.blocks}x{cfg.model.channels}"
-                         + (f", stage {stage} of {len(cfg.stages)}" if stage else "")
+                         + (f", stage {stage} of {len(cfg.stages)} ({now})" if stage else "")
                          + (f", plays the average of its networks (train.average_decay={cfg.train.average_decay})"
                             if cfg.train.average_decay > 0 else ""))
         limit = cfg.loop.max_checkpoints

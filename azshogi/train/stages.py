@@ -51,12 +51,17 @@ def stage_at(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> i
     return len(begun(cfg, checkpoints, flat))
 
 
+def in_force(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> list[tuple[str, StageConfig]]:
+    """The stages begun and not ended once `checkpoints` checkpoints are written, in the order they
+    began."""
+    return [(name, stage) for name, stage in begun(cfg, checkpoints, flat) if not stage.ended(checkpoints)]
+
+
 def config_at(cfg: Config, checkpoints: int, flat: Mapping[str, int] = NONE) -> Config:
-    """The settings in force once `checkpoints` checkpoints are written: the stages begun and not
-    ended (`cfg` validated: each stage's settings are)."""
-    for name, stage in begun(cfg, checkpoints, flat):
-        if not stage.ended(checkpoints):
-            cfg = with_stage(cfg, name, stage)
+    """The settings in force once `checkpoints` checkpoints are written (`cfg` validated: each
+    stage's settings are)."""
+    for name, stage in in_force(cfg, checkpoints, flat):
+        cfg = with_stage(cfg, name, stage)
     return cfg
 
 
