@@ -32,10 +32,9 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     cfg = to_config(compose_config(["+experiment=cpu"]))
     assert cfg.train.lr_schedule == LrSchedule.constant and cfg.loop.steps_per_checkpoint == 100
     old_train = replace(cfg.train, lr_schedule=LrSchedule.step, decay_steps=9950, min_lr_ratio=0.1)
-    in_force = {k: config_at(cfg, n) for k, n in ((0, 0), (1, 31), (2, 41), (3, 100))}  # by the stages begun
-    assert all(config_at(cfg, n) == in_force[stage_at(cfg, n)] for n in (1, 30, 32, 40, 42, 99, 101, 299))
+    assert [stage_at(cfg, n) for n in (30, 31, 40, 41, 99, 100)] == [0, 1, 1, 2, 2, 3]
     for n in range(300):
-        now = in_force[stage_at(cfg, n)]
+        now = config_at(cfg, n)
         deeper = n >= 41
         assert (now.search.num_simulations, now.search.max_num_considered_actions) == ((64, 16) if deeper
                                                                                        else (32, 32)), n
@@ -86,6 +85,19 @@ def test_a_stage_that_ends_gives_back_what_the_run_and_the_stages_in_force_say()
                                 "search.num_simulations 4 -> 12, train.lr 0.001 -> 0.02")
 
 
+def test_a_when_flat_stage_judges_the_rating_from_the_last_stage_s_end_on():
+    """A stage's end changes the settings as a start does: the plateau test starts afresh there."""
+    from azshogi.train.stages import flat_stage_due
+
+    cfg = to_config(compose_config(TINY + [
+        "+stages.slow={from_checkpoint:2,until_checkpoint:6,set:{train:{lr:0.001}}}",
+        "+stages.big={from_checkpoint:2,when_flat:2,set:{model:{blocks:2}}}"]))
+    flat = [{"checkpoint": n, "rating": 1000.0, "rating_margin": 50.0} for n in range(1, 10)]
+    assert flat_stage_due(cfg, 5, {}, flat) is not None  # ratings 3-5 since checkpoint 2: flat
+    assert flat_stage_due(cfg, 6, {}, flat) is None and flat_stage_due(cfg, 8, {}, flat) is None  # 7, 8: too few
+    assert flat_stage_due(cfg, 9, {}, flat)[0] == "big"  # 7-9 since the end at 6
+
+
 def test_a_stage_s_end_is_checked_with_the_settings_in_force_then():
     """The cheap search must stay the smaller one: valid while the stage that deepens the search is
     in force, not once it has ended and the run's 4 simulations are back."""
@@ -131,10 +143,10 @@ def test_the_removed_deeper_keys_are_refused_and_ignored_in_saved_configs():
 
 # A stage at checkpoint 2 that changes every kind of thing the loop rebuilds: the network
 # (1x16 -> 2x24, grown), self-play's search, the learning rate, the replay window, the phase sizes;
-# and one for checkpoint 2's training only, which ends there.
+# and one for checkpoints 2 and 3's training only, which ends at checkpoint 3.
 STAGE = ("+stages.big={from_checkpoint:2,set:{model:{blocks:2,channels:24},search:{num_simulations:12},"
          "train:{lr:0.005},replay:{capacity:100},loop:{positions_per_checkpoint:40}}}")
-ENDING = "+stages.light={from_checkpoint:1,until_checkpoint:2,set:{train:{value_loss_weight:0.5}}}"
+ENDING = "+stages.light={from_checkpoint:1,until_checkpoint:3,set:{train:{value_loss_weight:0.5}}}"
 RUN = ["device=cpu", "eval.every=0", "loop.keep_checkpoints=10", "loop.max_checkpoints=3",
        "replay.capacity=200", STAGE, ENDING]
 NAMES = [f"ckpt-{k:05d}.pt" for k in range(1, 4)]
@@ -170,9 +182,13 @@ def test_a_stage_inside_a_run_changes_what_it_says_and_nothing_else(straight):
     # engine's and the evaluation's search is the run's).
     assert changes(to_config_of(before), to_config_of(after)) == [
         "model.blocks 1 -> 2", "model.channels 16 -> 24", "loop.positions_per_checkpoint 60 -> 40",
-        "replay.capacity 200 -> 100", "train.lr 0.02 -> 0.005", "train.value_loss_weight 0.5 -> 1.0"]
-    assert to_config_of(before).train.value_loss_weight == 0.5  # the ending stage, in force for checkpoint 2's
-    # training only: the checkpoint before it saves it
+        "replay.capacity 200 -> 100", "train.lr 0.02 -> 0.005"]
+    # The stage that ends: its setting from checkpoint 1 (for checkpoints 2 and 3's training), the
+    # run's own again at checkpoint 3, where nothing else changes.
+    third_config = to_config_of(ckpt.load(run / NAMES[2]))
+    assert [to_config_of(c).train.value_loss_weight for c in (before, after)] + [
+        third_config.train.value_loss_weight] == [0.5, 0.5, 1.0]
+    assert changes(to_config_of(after), third_config) == ["train.value_loss_weight 0.5 -> 1.0"]
     assert replace(to_config_of(after), model=to_config_of(before).model, loop=to_config_of(before).loop,
                    replay=to_config_of(before).replay, train=to_config_of(before).train) == to_config_of(before)
     # Training: the new rate from the stage's first step; the step count goes on; a new optimizer.
@@ -192,11 +208,10 @@ def test_a_stage_inside_a_run_changes_what_it_says_and_nothing_else(straight):
     assert [e.value for e in sorted(scalars(root, "run/stage"), key=lambda e: e.step)] == [1, 2, 2]
     said = (root / "logs" / "straight" / "azshogi.log").read_text()
     assert "checkpoint 1: stage 1 of 2, light (from_checkpoint 1): train.value_loss_weight 1.0 -> 0.5\n" in said
-    assert ("checkpoint 2: stage 2 of 2, big (from_checkpoint 2); stage light ended (until_checkpoint 2): "
-            "model.blocks 1 -> 2, model.channels 16 -> 24, search.num_simulations 4 -> 12, "
-            "loop.positions_per_checkpoint 60 -> 40, replay.capacity 200 -> 100, train.lr 0.02 -> 0.005, "
-            "train.value_loss_weight 0.5 -> 1.0 (the network grown from 1x16, function-preserving; a new optimizer)"
-            ) in said
+    assert ("checkpoint 2: stage 2 of 2, big (from_checkpoint 2): model.blocks 1 -> 2, model.channels 16 -> 24, "
+            "search.num_simulations 4 -> 12, loop.positions_per_checkpoint 60 -> 40, replay.capacity 200 -> 100, "
+            "train.lr 0.02 -> 0.005 (the network grown from 1x16, function-preserving; a new optimizer)") in said
+    assert "checkpoint 3: stage light ended (until_checkpoint 3): train.value_loss_weight 0.5 -> 1.0\n" in said
 
 
 def to_config_of(state: dict):
@@ -234,9 +249,8 @@ def test_wall_times_lists_each_checkpoint_s_shape_and_picks_the_last_by_a_time(s
 
 @pytest.mark.parametrize("start", [1, 2])
 def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, start, tmp_path):
-    """From checkpoint 1 (the stage entered and the ending one ended after the next phase) and from
-    checkpoint 2 (the stage in force, its network of the grown shape read back, the ending one
-    over)."""
+    """From checkpoint 1 (the stage entered after the next phase) and from checkpoint 2 (the stage
+    in force, its network of the grown shape read back); the other stage ends at checkpoint 3."""
     root, written = straight
     resumed = RecordingLoop(config(root, f"resumed{start}", resume=str(root / "checkpoints" / "straight"
                                                                         / NAMES[start - 1])))
@@ -246,7 +260,7 @@ def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, s
         assert_continues(resumed.written[name], written[name], name)
     assert isinstance(resumed.model, torch.nn.Module) and resumed.model.blocks == 2
     said = (root / "logs" / f"resumed{start}" / "azshogi.log").read_text()  # the start-up line: the stages in force
-    shape, now = ("1x16", "light") if start == 1 else ("2x24", "big")
+    shape, now = ("1x16", "light") if start == 1 else ("2x24", "light, big")
     assert f"network {shape}, stage {start} of 2 ({now})" in said
     shutil.rmtree(root / "checkpoints" / f"resumed{start}", ignore_errors=True)
 
