@@ -597,35 +597,38 @@ def with_stage(cfg: Config, name: str, stage: StageConfig) -> Config:
 
 def _validate_stages(cfg: Config) -> None:
     """Each stage: a name, a checkpoint, settings a stage may set, and the settings in force from
-    it on valid as a whole (the network never smaller than before it), and from its end on."""
+    it on valid as a whole (the network never smaller than before it), and from its end on; with
+    the other when_flat stages begun and with them still waiting for the rating."""
     base, ordered = replace(cfg, stages={}), stages_in_order(cfg)
-    for i, (name, stage) in enumerate(ordered):
-        key = f"stages.{name}"
-        before = _in_force(base, ordered[:i], stage.from_checkpoint)
-        now = with_stage(before, name, stage)
-        for dim in ("blocks", "channels"):
-            _check(getattr(now.model, dim) >= getattr(before.model, dim), f"{key}.set.model.{dim}",
-                   f"the network grows, never shrinks: must be >= {getattr(before.model, dim)} (before this stage)",
-                   getattr(now.model, dim))
-        try:
-            validate(now)
-        except ConfigError as e:
-            bad = str(e).split("=")[0]
-            raise ConfigError(f"{key}.set.{e}" if bad in stage_settings(stage)
-                              else f"{key} (from checkpoint {stage.from_checkpoint}): {e}") from None
-        if stage.until_checkpoint:
+    for waiting in (False, True):
+        for i, (name, stage) in enumerate(ordered):
+            key = f"stages.{name}"
+            before = _in_force(base, ordered[:i], stage.from_checkpoint, waiting)
+            now = with_stage(before, name, stage)
+            for dim in ("blocks", "channels"):
+                _check(getattr(now.model, dim) >= getattr(before.model, dim), f"{key}.set.model.{dim}",
+                       f"the network grows, never shrinks: must be >= {getattr(before.model, dim)} (before this "
+                       "stage)", getattr(now.model, dim))
             try:
-                validate(_in_force(base, ordered, stage.until_checkpoint))
+                validate(now)
             except ConfigError as e:
-                raise ConfigError(f"{key} (ending at checkpoint {stage.until_checkpoint}): {e}") from None
+                bad = str(e).split("=")[0]
+                raise ConfigError(f"{key}.set.{e}" if bad in stage_settings(stage)
+                                  else f"{key} (from checkpoint {stage.from_checkpoint}): {e}") from None
+            if stage.until_checkpoint:
+                try:
+                    validate(_in_force(base, ordered, stage.until_checkpoint, waiting))
+                except ConfigError as e:
+                    raise ConfigError(f"{key} (ending at checkpoint {stage.until_checkpoint}): {e}") from None
 
 
-def _in_force(cfg: Config, stages: List[tuple[str, StageConfig]], checkpoints: int) -> Config:
+def _in_force(cfg: Config, stages: List[tuple[str, StageConfig]], checkpoints: int, waiting: bool) -> Config:
     """`cfg` with those of `stages` (in the order they begin) in force once `checkpoints`
-    checkpoints are written: begun (a when_flat one taken to begin at its from_checkpoint) and
-    not ended."""
+    checkpoints are written: begun and not ended, a when_flat one at its from_checkpoint, or with
+    `waiting` not at all (it may wait for the rating for the rest of the run)."""
     for name, stage in stages:
-        if stage.from_checkpoint <= checkpoints and not stage.ended(checkpoints):
+        if (stage.from_checkpoint <= checkpoints and not stage.ended(checkpoints)
+                and not (waiting and stage.when_flat)):
             cfg = with_stage(cfg, name, stage)
     return cfg
 

@@ -98,12 +98,17 @@ def test_a_when_flat_stage_judges_the_rating_from_the_last_stage_s_end_on():
     assert flat_stage_due(cfg, 9, {}, flat)[0] == "big"  # 7-9 since the end at 6
 
 
-def test_a_stage_s_end_is_checked_with_the_settings_in_force_then():
+def test_a_stage_is_checked_with_the_settings_that_may_be_in_force_then():
     """The cheap search must stay the smaller one: valid while the stage that deepens the search is
-    in force, not once it has ended and the run's 4 simulations are back."""
+    in force, not once it has ended and the run's 4 simulations are back, nor before it begins."""
     with pytest.raises(ConfigError, match=r"stages\.deep \(ending at checkpoint 5\): selfplay\.cheap_simulations="):
         to_config(compose_config(TINY + [
             "+stages.deep={from_checkpoint:2,until_checkpoint:5,set:{search:{num_simulations:12}}}",
+            "+stages.cheap={from_checkpoint:3,set:{selfplay:{cheap_search_prob:0.5,cheap_simulations:6}}}"]))
+    # the same while a stage that deepens the search waits for the rating, which may never stop rising
+    with pytest.raises(ConfigError, match=r"stages\.cheap\.set\.selfplay\.cheap_simulations="):
+        to_config(compose_config(TINY + [
+            "+stages.deep={from_checkpoint:2,when_flat:2,set:{search:{num_simulations:12}}}",
             "+stages.cheap={from_checkpoint:3,set:{selfplay:{cheap_search_prob:0.5,cheap_simulations:6}}}"]))
 
 
