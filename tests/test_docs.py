@@ -364,6 +364,7 @@ GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
                                    (f"p{seed}", f"ckpt-{grown:05d}.pt")))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
+COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
@@ -825,6 +826,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}": Check("trains checkpoints 32-41 from q72's checkpoint 31 "
                                                                "(7 quiet minutes)"),
     _ladder_match("n72", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH,
+    # ... and at 2 hours: c61 and c62 on from checkpoint 41, against p61's and p62's checkpoint 126
+    **{f"azshogi +experiment=cpu seed={seed} run=c{seed} eval.every=0 loop.keep_checkpoints=200 "
+       "loop.max_checkpoints=141": Check(f"continues c{seed} from checkpoint 41 (an hour and a half and more)")
+       for seed in (61, 62)},
+    **{f"azshogi-arena search:checkpoints/c{seed}/ckpt-00126.pt search:checkpoints/p{seed}/ckpt-00126.pt "
+       "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet":
+       Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")) for seed in (61, 62)},
+    **dict(_ladder_match(run, "ckpt-00126.pt", "sf2", 192) for run in ("c61", "c62", "p61")),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -948,7 +957,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
-         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS)
+         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
