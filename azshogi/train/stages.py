@@ -95,11 +95,11 @@ def flat_stage_due(cfg: Config, checkpoints: int, flat: Mapping[str, int],
     """After the evaluation of checkpoint `checkpoints`: the first when_flat stage waiting (its
     from_checkpoint reached) whose rating test holds over the ratings since the last stage began
     or ended, and the words why; None if none. It begins at the next checkpoint."""
-    last_start = max((s.until_checkpoint if s.ended(checkpoints) else start_of(n, s, flat)
-                      for n, s in begun(cfg, checkpoints, flat)), default=0)  # or end
+    last_change = max((s.until_checkpoint if s.ended(checkpoints) else start_of(n, s, flat)
+                       for n, s in begun(cfg, checkpoints, flat)), default=0)
     for name, stage in stages_in_order(cfg):
         if stage.when_flat and name not in flat and stage.from_checkpoint <= checkpoints:
-            why = rating_flat([h for h in history if h["checkpoint"] <= checkpoints], int(last_start), stage.when_flat)
+            why = rating_flat([h for h in history if h["checkpoint"] <= checkpoints], int(last_change), stage.when_flat)
             if why:
                 return name, why
     return None
