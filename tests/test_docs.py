@@ -364,12 +364,15 @@ GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
                                    (f"p{seed}", f"ckpt-{grown:05d}.pt")))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
+SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
+FLAT_41 = (("q72", "ckpt-00041.pt"), ("c63", "ckpt-00041.pt"))  # the weak seeds' checkpoints at PolicyTemperature 0.7
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
 NO_COOL = "'~stages.cool'"  # the cpu preset's rate for checkpoints 32-41 until 2026-11-28: every run's before
+GUMBEL_SCALE = "search.c_scale=0.1"  # the cpu preset's c_scale until 2026-11-28: every run's before
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
@@ -403,10 +406,11 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
     ]
 
 
-def _to_141(seed: int, run: str, settings: str) -> str:
-    """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints."""
+def _to_141(seed: int, run: str, settings: str, from_scratch: bool = False) -> str:
+    """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints; those
+    from scratch at Gumbel's c_scale (the others go on from a checkpoint past 41, where the deeper stage sets it)."""
     return (f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints=141 eval.every=0 "
-            f"loop.keep_checkpoints=100 {settings} {NO_COOL}")
+            f"loop.keep_checkpoints=100 {settings} {NO_COOL}" + (f" {GUMBEL_SCALE}" if from_scratch else ""))
 
 
 DROP = "stages.lr_drop.from_checkpoint={}"  # a tenth of the rate after N checkpoints
@@ -609,20 +613,20 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match("myrun", name, rungs, nodes) for name, rungs, nodes in (
         ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf0", 192))),
     "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100 "
-    f"{NO_COOL}":
+    f"{NO_COOL} {GUMBEL_SCALE}":
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     "azshogi +experiment=gpu seed=5 run=g1 loop.max_checkpoints=58 eval.every=0 loop.keep_checkpoints=100 "
-    f"{NO_COOL}":
+    f"{NO_COOL} {GUMBEL_SCALE}":
         Check(NEEDS_CUDA),
     # docs/experiments/: each experiment's commands (the matches' players are tiny checkpoints named in GIVEN)
     f"timeout -s TERM 2400 azshogi +experiment=cpu {MORNING} eval.every=2 eval.games=20 eval.num_simulations=16 "
-    f"{NO_COOL}":
+    f"{NO_COOL} {GUMBEL_SCALE}":
         Check("trains for 40 minutes"),
     'pip install -e ".[docs]"': Skip("installs matplotlib"),
-    f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 {NO_COOL}":
+    f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 {NO_COOL} {GUMBEL_SCALE}":
         Check("trains for 30 minutes"),
     f"timeout -s TERM 1800 azshogi +experiment=cpu {MORNING} eval.every=3 eval.games=20 "
-    f"train.value_target_root_weight=0.0 run=cpu0 {NO_COOL}": Check("trains for 30 minutes"),
+    f"train.value_target_root_weight=0.0 run=cpu0 {NO_COOL} {GUMBEL_SCALE}": Check("trains for 30 minutes"),
     # (on a few scalars of each kind written where the 30-minute run's logs would be)
     "python docs/tools/plot_scalars.py logs/cpu docs/strength-eval.png 'eval/win_rate/*' 'eval/elo/*' eval/rating":
         Run(then=_png_written, needs="matplotlib"),
@@ -635,8 +639,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # run b reached checkpoint 58 with neither stage of today's preset (its positions are half a checkpoint's)
     f"timeout -s TERM 1800 azshogi +experiment=cpu model.blocks=3 model.channels=32 {NARROW} eval.every=0 "
     "loop.keep_checkpoints=100 selfplay.cheap_search_prob=0.75 selfplay.cheap_simulations=4 "
-    "loop.positions_per_checkpoint=3000 run=b '~stages'": STRENGTH_RUN,
-    **{f"timeout -s TERM 1800 azshogi +experiment=cpu {overrides} {NO_COOL}": STRENGTH_RUN for overrides in (
+    f"loop.positions_per_checkpoint=3000 run=b '~stages' {GUMBEL_SCALE}": STRENGTH_RUN,
+    **{f"timeout -s TERM 1800 azshogi +experiment=cpu {overrides} {NO_COOL} {GUMBEL_SCALE}": STRENGTH_RUN
+       for overrides in (
         f"model.blocks=3 model.channels=32 {NARROW} eval.every=0 loop.keep_checkpoints=100 run=a",
         "model.blocks=3 model.channels=32 eval.every=0 loop.keep_checkpoints=100 search.num_simulations=32 "
         "search.max_num_considered_actions=32 run=c",
@@ -661,13 +666,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "--max-plies 256 --records matches/random": Run(ARENA + ("-a", "simulations=2")),
     "azshogi-arena gumbel:checkpoints/cpu/ckpt-00048.pt greedy --games 100 --in-flight 100 -a simulations=64 "
     "--max-plies 256 --records matches/greedy": Run(ARENA + ("-a", "simulations=2")),
-    **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run=m{seed} loop.max_checkpoints=41 {NO_COOL}":
+    **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run=m{seed} loop.max_checkpoints=41 {NO_COOL} "
+       f"{GUMBEL_SCALE}":
        THIRTY_MINUTES for seed in (1, 2)},
     **{f"azshogi-arena search:checkpoints/{run}/{name} ladder --rungs greedy,sf-5 --games 100 --in-flight 100 "
        "-a nodes=64 --quiet": Run(ARENA + ("-a", "nodes=2"), needs="fairy-stockfish", then=_ladder_played)
        for run, name in MIRROR_RUNS},
     "azshogi +experiment=cpu train.mirror=true seed=1 run=m1 loop.max_checkpoints=164 eval.every=10 "
-    "'eval.anchors=[greedy]' eval.ladder=2 '~stages'":
+    f"'eval.anchors=[greedy]' eval.ladder=2 '~stages' {GUMBEL_SCALE}":
         Check("trains for 164 checkpoints (2 hours on a quiet 2-core machine)"),
     **dict([_ladder_match(*TWO_HOURS, "sf-4,sf0")]),
     "python docs/tools/plot_ladder.py docs/strength-ladder.png logs/m1 logs/m2 --per-checkpoint 0.73":
@@ -678,8 +684,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     f"loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16 {CONSTANT_LR} "
     f"{NO_COOL}":
         Check("trains for 20 checkpoints from m1's 164th (25 minutes on a quiet 2-core machine)"),
-    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 {NO_COOL}":
-       Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)") for n in (41, 81)},
+    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 {NO_COOL}"
+       + scale: Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)")
+       for n, scale in ((41, f" {GUMBEL_SCALE}"), (81, ""))},
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 "
        f"loop.keep_checkpoints=100 {CONSTANT_LR} {NO_COOL}":
        Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
@@ -687,13 +694,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
         Skip("copies the run above's checkpoint 41 and its replay store (shell commands)"),
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
-    "'~stages'": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
+    f"'~stages' {GUMBEL_SCALE}": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
     **dict(_ladder_match(run, name, DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]) for run, name in (TWO_HOURS, *DEEPER)),
-    _to_141(3, "d3", CONSTANT_LR): Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
+    _to_141(3, "d3", CONSTANT_LR, from_scratch=True):
+        Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
     **dict(_ladder_match(*D3, rungs, nodes) for rungs, nodes in D3_MATCHES),
     "timeout -s TERM 7200 azshogi +experiment=cpu train.mirror=true seed=3 run=w1 model.blocks=4 model.channels=48 "
-    f"loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300 {CONSTANT_LR} {NO_COOL}":
+    f"loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=300 {CONSTANT_LR} {NO_COOL} {GUMBEL_SCALE}":
         Check("trains a 4x48 network for 2 hours"),
     **dict(_ladder_match(*W1, rungs) for rungs in ("sf0", "sf-3")),
     **{f"mkdir -p checkpoints/{run} && cp -r checkpoints/{source}/ckpt-{start:05d}.pt checkpoints/{source}/replay "
@@ -710,7 +718,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Check("trains on from d3's checkpoint 100 to 141 with 0.3 of the learning rate (40 minutes)"),
     _to_141(3, "l8", "'+stages.second_tenth={from_checkpoint:120,set:{train:{lr:0.00001}}}'"):
         Check("trains on from l1's checkpoint 120 to 141 with a hundredth of the learning rate (20 minutes)"),
-    _to_141(2, "l3", DROP.format(100)):
+    _to_141(2, "l3", DROP.format(100), from_scratch=True):
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     **{_to_141(seed, run, f"loop.steps_per_checkpoint=200{bf16}"):
        Check(f"trains on from {source}'s checkpoint 100 to 141 with 200 steps a checkpoint (40-50 minutes)")
@@ -722,7 +730,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Run(ARENA + ("-a", "nodes=2")) for run, name in
        (*GPU_CHECK, *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), GPU_CPU_PRESET[0])},
     **{f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints={last} eval.every=0 "
-       f"loop.keep_checkpoints=100 selfplay.num_actors=512 {NO_COOL}": STRENGTH_RUN for run, seed, last in IN_FLIGHT},
+       f"loop.keep_checkpoints=100 selfplay.num_actors=512 {NO_COOL} {GUMBEL_SCALE}": STRENGTH_RUN
+       for run, seed, last in IN_FLIGHT},
     'azshogi-bench usi checkpoints/l1/ckpt-00141.pt --go "movetime 100" --option Threads=1 --engine t1 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=1" --engine t3 '
     '"python -m azshogi.commands.usi --option PolicyTemperature=3"': Skip(USI_BENCH),
@@ -735,17 +744,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for t in ("auto", "1")},
     # the CPU preset on an H100 (g1)
     "GPU_TRAIN_EVERY=7 bash docs/tools/gpu_train.sh out 515 g1 +experiment=cpu train.mirror=true seed=5 "
-    f"selfplay.num_actors=512 {NO_COOL}":
+    f"selfplay.num_actors=512 {NO_COOL} {GUMBEL_SCALE}":
         Skip("needs a CUDA GPU and 9 minutes; tests/test_gpu_train_tool.py runs the tool dry on the CPU"),
     **dict(_ladder_match(run, name, "greedy,sf-5") for run, name in (*GPU_CPU_PRESET[1:], GPU_TWIN)),
     "azshogi +experiment=cpu train.mirror=true seed=5 run=l12 loop.max_checkpoints=42 eval.every=0 "
-    f"loop.keep_checkpoints=100 {NO_COOL}": STRENGTH_RUN,
+    f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}": STRENGTH_RUN,
     # the 30-minute checkpoints of l11 and l12 at T = 1
     **{f"azshogi-arena search:checkpoints/{run}/ckpt-00042.pt greedy --games 100 --in-flight 100 -a nodes=64 "
        "-a softmax=1 --quiet": Run(ARENA + ("-a", "nodes=2")) for run in ("l11", "l12")},
     # PolicyTemperature auto tested on a third seed of the 2-hour preset (l11)
     "azshogi +experiment=cpu train.mirror=true seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 "
-    f"loop.keep_checkpoints=100 {NO_COOL}":
+    f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}":
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     "python docs/tools/policy_spread.py "
     + " ".join(f"checkpoints/{run}/{name}" for run, name in AUTO_SEED):
@@ -763,7 +772,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
        for run in ("d3", "l1", "l2")},
     # a network grown without starting over (nn/growth.py)
-    "azshogi +experiment=cpu seed=1 run=g12 loop.max_checkpoints=12 eval.every=0 loop.keep_checkpoints=100":
+    "azshogi +experiment=cpu seed=1 run=g12 loop.max_checkpoints=12 eval.every=0 loop.keep_checkpoints=100 "
+    f"{GUMBEL_SCALE}":
         Check("trains for 12 checkpoints from scratch (33 minutes on a busy 2-core machine)"),
     **{f"python docs/tools/growth_check.py checkpoints/g12/ckpt-00011.pt --positions checkpoints/g12/ckpt-00012.pt "
        f"--blocks 4 --channels 48 {steps}":
@@ -771,13 +781,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for steps in ("--steps 200 --every 50", "--steps 600 --every 100 --seed 1")},
     # random opening plies, four new seeds to checkpoint 41; the first one's match runs (tiny), the others' are the same
     **{f"azshogi +experiment=cpu seed={seed} run=o{seed} selfplay.opening_random_plies=6 loop.max_checkpoints=41 "
-       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}":
+       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}":
        THIRTY_MINUTES for seed in OPENING_SEEDS},
     **dict([_ladder_match(f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt", "greedy,sf-5")]),
     **{_ladder_match(f"o{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]:
        SAME_MATCH for seed in OPENING_SEEDS[1:]},
     **{f"azshogi +experiment=cpu seed=32 run={run}{option} loop.max_checkpoints=41 eval.every=0 "
-       f"loop.keep_checkpoints=100 {NO_COOL}": THIRTY_MINUTES
+       f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}": THIRTY_MINUTES
        for run, option in TWINS_32},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run, _ in TWINS_32},
@@ -796,17 +806,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Skip("plays the network the command above writes")
        for name in [f"{run}-ema" for run in EMA_RUNS] + [f"{run}-41" for run in AVERAGED_RUNS]},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run} train.average_decay=0.8 loop.max_checkpoints=41 "
-       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}":
+       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}":
        THIRTY_MINUTES for run in AVERAGED_RUNS},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run in AVERAGED_RUNS},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run} stages.deeper.from_checkpoint=21 loop.max_checkpoints=41 "
-       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}":
+       f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}":
        Check("trains for 33 checkpoints and more (30 minutes on a quiet 2-core machine)") for run in DEEPER_21_RUNS},
     **{_ladder_match(run, "ckpt-00033.pt", "greedy,sf-5")[0]:
        SAME_MATCH for run in DEEPER_21_RUNS},
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run}{option} loop.max_checkpoints=41 eval.every=0 "
-       f"loop.keep_checkpoints=100 {NO_COOL}": THIRTY_MINUTES for run, option in NEW_SEEDS},
+       f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}": THIRTY_MINUTES for run, option in NEW_SEEDS},
     "azshogi +experiment=cpu seed=61 run=r61 selfplay.resign_target=0.05 loop.max_checkpoints=71 eval.every=0 "
     f"loop.keep_checkpoints=100 {NO_COOL}": Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
     **{f"python docs/tools/resign_counts.py checkpoints/{run}":
@@ -816,15 +826,15 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for seed, *pair in GROWING for command, entry in _growing(seed, *pair)},
     # docs/experiments/2026-11-28-cooling-before-41.md: p61-p63 resumed at checkpoint 31 with the cool stage
     **{f"azshogi +experiment=cpu seed={seed} run=c{seed} resume=checkpoints/p{seed}/ckpt-00031.pt "
-       "loop.max_checkpoints=41 eval.every=0 loop.keep_checkpoints=100":
+       f"loop.max_checkpoints=41 eval.every=0 loop.keep_checkpoints=100 {GUMBEL_SCALE}":
        Check(f"trains checkpoints 32-41 from p{seed}'s checkpoint 31 (7 quiet minutes)") for seed in COOLED},
     **{_ladder_match(f"c{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in COOLED},
     **{f"azshogi +experiment=cpu seed={seed} run=q{seed} loop.max_checkpoints=41 eval.every=0 "
-       "loop.keep_checkpoints=100": THIRTY_MINUTES for seed in COOL_SEEDS},
+       f"loop.keep_checkpoints=100 {GUMBEL_SCALE}": THIRTY_MINUTES for seed in COOL_SEEDS},
     **{_ladder_match(f"q{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in COOL_SEEDS},
     "azshogi +experiment=cpu seed=72 run=n72 resume=checkpoints/q72/ckpt-00031.pt loop.max_checkpoints=41 "
-    f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL}": Check("trains checkpoints 32-41 from q72's checkpoint 31 "
-                                                               "(7 quiet minutes)"),
+    f"eval.every=0 loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}":
+        Check("trains checkpoints 32-41 from q72's checkpoint 31 (7 quiet minutes)"),
     _ladder_match("n72", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH,
     # ... and at 2 hours: c61 and c62 on from checkpoint 41, against p61's and p62's checkpoint 126
     **{f"azshogi +experiment=cpu seed={seed} run=c{seed} eval.every=0 loop.keep_checkpoints=200 "
@@ -834,6 +844,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet":
        Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")) for seed in (61, 62)},
     **dict(_ladder_match(run, "ckpt-00126.pt", "sf2", 192) for run in ("c61", "c62", "p61")),
+    # docs/experiments/2026-11-28-sharper-targets.md
+    "python docs/tools/target_entropy.py logs/q72/hcpe3 --from 36 --to 41":
+        Skip("needs a 30-minute run's records; test_target_entropy.py runs the tool on a tiny run's"),
+    **dict(_ladder_match(run, name, "sf-5", 64, "softmax=0.7") for run, name in FLAT_41),
+    **{f"azshogi +experiment=cpu seed={seed} run=s{seed} search.c_scale=0.2 loop.max_checkpoints=41 eval.every=0 "
+       "loop.keep_checkpoints=100": THIRTY_MINUTES for seed in SHARP_SEEDS},
+    **{_ladder_match(f"s{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in SHARP_SEEDS},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -957,7 +974,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
-         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126)
+         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
