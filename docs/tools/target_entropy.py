@@ -5,12 +5,13 @@ self-play records (logs/<run>/hcpe3, one file a checkpoint), over a range of che
 
 prints one line, e.g.
 
-    logs/q72/hcpe3 checkpoints 36-41: 14,212 positions in 117 games, target entropy 2.307 nats, 52.1 candidates
+    logs/q72/hcpe3 checkpoints 36-41: 36,697 positions in 292 games, target entropy 2.307 nats, 52.1 candidates
 
-Each position's target is its candidates' visits as written (for Gumbel's search the improved
-policy, scaled to whole counts: formats/dlshogi.py), normalised. The run's logged policy loss is
-this entropy plus how far the network is from the targets, so two runs' losses differ by their
-targets' entropy where the networks fit alike (docs/experiments/2026-11-28-sharper-targets.md).
+Each position's target is what training reads from the file (formats/dlshogi.load_positions: its
+candidates' visits as written, for Gumbel's search the improved policy in whole counts,
+normalised). The run's logged policy loss is this entropy plus how far the network is from the
+targets, so two runs' losses differ by their targets' entropy where the networks fit alike
+(docs/experiments/2026-11-28-sharper-targets.md).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from azshogi.formats.dlshogi import read_hcpe3
+from azshogi.formats.dlshogi import load_positions
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.hcpe3$")
 
@@ -43,15 +44,11 @@ def summary(folder: Path, first: int, last: int) -> str:
                    if (m := _CHECKPOINT.search(p.name)) and first <= int(m.group(1)) <= last)
     if not files:
         raise SystemExit(f"{folder}: no ckpt-NNNNN.hcpe3 files for checkpoints {first}-{last}")
-    values, candidates, games = [], [], 0
-    for path in files:
-        for game in read_hcpe3(path):
-            games += 1
-            values.append(entropies(game.visits, game.candidate_offsets))
-            candidates.append(np.diff(game.candidate_offsets))
-    h = np.concatenate(values)
-    return (f"{folder} checkpoints {first}-{last}: {len(h):,} positions in {games:,} games, "
-            f"target entropy {h.mean():.3f} nats, {np.concatenate(candidates).mean():.1f} candidates")
+    games = load_positions(files)  # one TrainingPositions a game
+    h = np.concatenate([entropies(g.probs, np.cumsum([0, *g.entry_counts])) for g in games])
+    candidates = np.concatenate([g.entry_counts for g in games])
+    return (f"{folder} checkpoints {first}-{last}: {len(h):,} positions in {len(games):,} games, "
+            f"target entropy {h.mean():.3f} nats, {candidates.mean():.1f} candidates")
 
 
 def main(argv=None) -> None:
