@@ -366,6 +366,7 @@ COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool 
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
 FLAT_41 = (("q72", "ckpt-00041.pt"), ("c63", "ckpt-00041.pt"))  # the weak seeds' checkpoints at PolicyTemperature 0.7
+GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-00041.pt"))  # why two lose to greedy
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -851,6 +852,15 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"azshogi +experiment=cpu seed={seed} run=s{seed} search.c_scale=0.2 loop.max_checkpoints=41 eval.every=0 "
        "loop.keep_checkpoints=100": THIRTY_MINUTES for seed in SHARP_SEEDS},
     **{_ladder_match(f"s{seed}", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for seed in SHARP_SEEDS},
+    **dict(_ladder_match(run, name, "greedy", 64, "softmax=1") for run, name in GREEDY_41[:2]),
+    **{f"azshogi-arena search:checkpoints/{run}/{name} greedy --games 100 --in-flight 100 -a nodes=64 "
+       f"--records matches/{run}-greedy --format csa --quiet": Run(ARENA + ("-a", "nodes=2"))
+       for run, name in (GREEDY_41[0], GREEDY_41[2])},
+    **{f"python docs/tools/match_material.py matches/{run}-greedy --player search": Skip(
+        "needs the match's records above; test_match_material.py runs the tool on records formats/records.py wrote")
+       for run in ("s92", "s93")},
+    "python docs/tools/value_material.py checkpoints/s92/ckpt-00041.pt logs/s92/hcpe3 --newest 4":
+        Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -974,7 +984,8 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *STRENGTH_RUNS, *CURVE_CHECKPOINTS, *MIRROR_RUNS, TWO_HOURS, *DEEPER,
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
-         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41)
+         (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
+         *GREEDY_41)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
