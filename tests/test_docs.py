@@ -855,10 +855,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(run, name, "greedy", 64, "softmax=1") for run, name in GREEDY_41[:2]),
     **{f"azshogi-arena search:checkpoints/{run}/{name} greedy --games 100 --in-flight 100 -a nodes=64 "
        f"--records matches/{run}-greedy --format csa --quiet": Run(ARENA + ("-a", "nodes=2"))
-       for run, name in (GREEDY_41[0], GREEDY_41[2])},
+       for run, name in GREEDY_41},
     **{f"python docs/tools/match_material.py matches/{run}-greedy --player search": Skip(
         "needs the match's records above; test_match_material.py runs the tool on records formats/records.py wrote")
-       for run in ("s92", "s93")},
+       for run, _ in GREEDY_41},
     "python docs/tools/value_material.py checkpoints/s92/ckpt-00041.pt logs/s92/hcpe3 --newest 4":
         Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
