@@ -367,6 +367,7 @@ COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stag
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
 FLAT_41 = (("q72", "ckpt-00041.pt"), ("c63", "ckpt-00041.pt"))  # the weak seeds' checkpoints at PolicyTemperature 0.7
 GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-00041.pt"))  # why two lose to greedy
+SHARP_126 = (("s72", "ckpt-00126.pt"), ("s63", "ckpt-00126.pt"))  # s72 and s63 on to 126 with today's preset
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -861,6 +862,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for run, _ in GREEDY_41},
     "python docs/tools/value_material.py checkpoints/s92/ckpt-00041.pt logs/s92/hcpe3 --newest 4":
         Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
+    **{f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints=141 eval.every=0 "
+       "loop.keep_checkpoints=200": Check(f"continues s{seed} from checkpoint 41 (an hour and a half and more)")
+       for seed in (72, 63)},
+    **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARP_126),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -985,7 +990,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41)
+         *GREEDY_41, *SHARP_126)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
