@@ -6,8 +6,8 @@ RECORDS: an arena's `--records` folder of CSA games (`azshogi-arena ... --record
 NAME: the start of the player's name in the records (`search` matches `search:ckpt-00041`).
 The balance is counted from NAME's view with the greedy baseline's yardstick (play/players.py,
 `material_gain`: what each move captures, into the hand, plus what a promotion adds; pawn 1 ...
-rook 10 on the board and in hand), summed over the moves up to each ply from the record's start (a game shorter than a
-ply counts its last balance). Prints, for NAME's wins, losses and draws, the games, the median
+rook 10 on the board and in hand), summed over the moves up to each ply from the record's start (a game
+shorter than a ply counts its last balance). Prints, for NAME's wins, losses and draws, the games, the median
 balance at each ply and the share of games more than `--down` behind at the middle ply.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ def main(argv=None) -> None:
     parser.add_argument("--down", type=float, default=10.0)
     args = parser.parse_args(argv)
     plies = [int(p) for p in args.plies.split(",")]
-    middle = plies[len(plies) // 2]
+    middle = len(plies) // 2  # the column the share behind is read at
     games = list(read_games(args.records, args.player, plies))
     if not games:
         sys.exit(f"match_material.py: no game in {args.records} has a player named {args.player}...")
@@ -71,9 +71,9 @@ def main(argv=None) -> None:
                                           for r in ("win", "loss", "draw"))):
         if len(rows):
             medians = ", ".join(f"{m:g}" for m in np.median(rows, axis=0))
-            behind = (rows[:, len(plies) // 2] < -args.down).mean()
+            behind = (rows[:, middle] < -args.down).mean()
             print(f"  {label}: {len(rows)} games, median {medians}; "
-                  f"{behind:.0%} more than {args.down:g} behind at ply {middle}")
+                  f"{behind:.0%} more than {args.down:g} behind at ply {plies[middle]}")
 
 
 if __name__ == "__main__":
