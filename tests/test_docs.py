@@ -375,7 +375,7 @@ SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on anot
 NARROW = "search.num_simulations=16 search.max_num_considered_actions=8"  # the cpu preset's search until 2026-11-23
 CONSTANT_LR = "'~stages.lr_drop'"  # the cpu preset's learning rate until 2026-11-26
 NO_COOL = "'~stages.cool'"  # the cpu preset's rate for checkpoints 32-41 until 2026-11-28: every run's before
-GUMBEL_SCALE = "search.c_scale=0.1"  # the cpu preset's c_scale until 2026-11-28: every run's before
+GUMBEL_SCALE = "search.c_scale=0.1"  # the cpu preset's c_scale until 2026-11-28 (after checkpoint 41: until that night)
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
@@ -389,14 +389,15 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
     tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
     return [
         (f"azshogi +experiment=cpu seed={seed} run={run} loop.max_checkpoints=80 eval.every=0 "
-         f"loop.keep_checkpoints=100 {NO_COOL}",
+         f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}",
          Check(f"continues {run} from checkpoint 41 (30 quiet minutes and more)")),
         (f"cp -r checkpoints/{run} checkpoints/{twin}",
          Skip("copies a run's checkpoints: the twin's start (a shell command)")),
-        (f"azshogi +experiment=cpu seed={seed} run={run} eval.every=0 loop.keep_checkpoints=200 {NO_COOL}",
+        (f"azshogi +experiment=cpu seed={seed} run={run} eval.every=0 loop.keep_checkpoints=200 {NO_COOL} "
+         f"{GUMBEL_SCALE}",
          Check("trains until stopped, from checkpoint 80 (an hour and more)")),
         (f"azshogi +experiment=cpu seed={seed} run={twin} eval.every=0 loop.keep_checkpoints=200 "
-         f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}' {NO_COOL}",
+         f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}' {NO_COOL} {GUMBEL_SCALE}",
          Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run")),
         (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at {minutes}",
          Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")),
@@ -409,11 +410,11 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
     ]
 
 
-def _to_141(seed: int, run: str, settings: str, from_scratch: bool = False) -> str:
-    """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints; those
-    from scratch at Gumbel's c_scale (the others go on from a checkpoint past 41, where the deeper stage sets it)."""
+def _to_141(seed: int, run: str, settings: str) -> str:
+    """docs/experiments' runs of the cpu preset to checkpoint 141 (2 hours), keeping their last 100 checkpoints, at
+    Gumbel's c_scale (from scratch, or on from a checkpoint past 41)."""
     return (f"azshogi +experiment=cpu train.mirror=true seed={seed} run={run} loop.max_checkpoints=141 eval.every=0 "
-            f"loop.keep_checkpoints=100 {settings} {NO_COOL}" + (f" {GUMBEL_SCALE}" if from_scratch else ""))
+            f"loop.keep_checkpoints=100 {settings} {NO_COOL} {GUMBEL_SCALE}")
 
 
 DROP = "stages.lr_drop.from_checkpoint={}"  # a tenth of the rate after N checkpoints
@@ -685,13 +686,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Run(then=_png_written, needs="matplotlib"),
     "azshogi +experiment=cpu train.mirror=true seed=1 run=d1 loop.max_checkpoints=184 eval.every=0 "
     f"loop.keep_checkpoints=100 search.num_simulations=64 search.max_num_considered_actions=16 {CONSTANT_LR} "
-    f"{NO_COOL}":
+    f"{NO_COOL} {GUMBEL_SCALE}":
         Check("trains for 20 checkpoints from m1's 164th (25 minutes on a quiet 2-core machine)"),
-    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 {NO_COOL}"
-       + scale: Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)")
-       for n, scale in ((41, f" {GUMBEL_SCALE}"), (81, ""))},
+    **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 {NO_COOL} "
+       f"{GUMBEL_SCALE}": Check(f"trains for {n} checkpoints (up to an hour on a quiet 2-core machine)")
+       for n in (41, 81)},
     **{f"azshogi +experiment=cpu train.mirror=true seed=2 run=d2 loop.max_checkpoints={n} eval.every=0 "
-       f"loop.keep_checkpoints=100 {CONSTANT_LR} {NO_COOL}":
+       f"loop.keep_checkpoints=100 {CONSTANT_LR} {NO_COOL} {GUMBEL_SCALE}":
        Check(f"trains on to checkpoint {n} (2 hours and more on a quiet 2-core machine)")
        for n in (141, 161, 181)},
     "mkdir -p checkpoints/c2 && cp -r checkpoints/d2/ckpt-00041.pt checkpoints/d2/replay checkpoints/c2/":
@@ -699,7 +700,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu train.mirror=true seed=2 run=c2 loop.max_checkpoints=81 eval.every=0 "
     f"'~stages' {GUMBEL_SCALE}": Check("trains for 40 checkpoints from d2's 41st (20 minutes)"),
     **dict(_ladder_match(run, name, DEEPER_RUNGS.get(run) or DEEPER_RUNGS[name]) for run, name in (TWO_HOURS, *DEEPER)),
-    _to_141(3, "d3", CONSTANT_LR, from_scratch=True):
+    _to_141(3, "d3", CONSTANT_LR):
         Check("trains for 141 checkpoints (2 hours on a quiet 2-core machine)"),
     'azshogi-bench usi checkpoints/d3/ckpt-00141.pt --go "movetime 100" --option Threads=1': Skip(USI_BENCH),
     **dict(_ladder_match(*D3, rungs, nodes) for rungs, nodes in D3_MATCHES),
@@ -721,7 +722,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Check("trains on from d3's checkpoint 100 to 141 with 0.3 of the learning rate (40 minutes)"),
     _to_141(3, "l8", "'+stages.second_tenth={from_checkpoint:120,set:{train:{lr:0.00001}}}'"):
         Check("trains on from l1's checkpoint 120 to 141 with a hundredth of the learning rate (20 minutes)"),
-    _to_141(2, "l3", DROP.format(100), from_scratch=True):
+    _to_141(2, "l3", DROP.format(100)):
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
     **{_to_141(seed, run, f"loop.steps_per_checkpoint=200{bf16}"):
        Check(f"trains on from {source}'s checkpoint 100 to 141 with 200 steps a checkpoint (40-50 minutes)")
@@ -821,7 +822,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"azshogi +experiment=cpu seed={run[1:]} run={run}{option} loop.max_checkpoints=41 eval.every=0 "
        f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}": THIRTY_MINUTES for run, option in NEW_SEEDS},
     "azshogi +experiment=cpu seed=61 run=r61 selfplay.resign_target=0.05 loop.max_checkpoints=71 eval.every=0 "
-    f"loop.keep_checkpoints=100 {NO_COOL}": Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
+    f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}":
+        Check("continues r61 from checkpoint 41 (30 quiet minutes and more)"),
     **{f"python docs/tools/resign_counts.py checkpoints/{run}":
        Check("needs a run's checkpoints; test_resignation.py runs the tool on a tiny run's") for run in ("RUN", "r61")},
     **{_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH for run, _ in NEW_SEEDS},
@@ -841,7 +843,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     _ladder_match("n72", "ckpt-00041.pt", "greedy,sf-5")[0]: SAME_MATCH,
     # ... and at 2 hours: c61 and c62 on from checkpoint 41, against p61's and p62's checkpoint 126
     **{f"azshogi +experiment=cpu seed={seed} run=c{seed} eval.every=0 loop.keep_checkpoints=200 "
-       "loop.max_checkpoints=141": Check(f"continues c{seed} from checkpoint 41 (an hour and a half and more)")
+       f"loop.max_checkpoints=141 {GUMBEL_SCALE}":
+       Check(f"continues c{seed} from checkpoint 41 (an hour and a half and more)")
        for seed in (61, 62)},
     **{f"azshogi-arena search:checkpoints/c{seed}/ckpt-00126.pt search:checkpoints/p{seed}/ckpt-00126.pt "
        "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet":
@@ -864,15 +867,16 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/value_material.py checkpoints/s92/ckpt-00041.pt logs/s92/hcpe3 --newest 4":
         Skip("needs a 30-minute run's records; tests/test_value_material.py runs the tool on a tiny run's"),
     **{f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints=141 eval.every=0 "
-       "loop.keep_checkpoints=200": Check(f"continues s{seed} from checkpoint 41 (an hour and a half and more)")
+       f"loop.keep_checkpoints=200 {GUMBEL_SCALE}":
+       Check(f"continues s{seed} from checkpoint 41 (an hour and a half and more)")
        for seed in (72, 63)},
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARP_126),
     # docs/experiments/2026-11-28-sharper-after-41.md
     **{f"azshogi +experiment=cpu seed={seed} run=k{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
-       "'stages.deeper.set.search.c_scale=0.2' loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
+       "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
        Check(f"continues s{seed}'s checkpoint 41 with c_scale 0.2 after it (two hours)") for seed in (72, 63)},
-    "azshogi +experiment=cpu 'stages.deeper.set.search.c_scale=0.2'":
-        Check("trains until Ctrl-C with c_scale 0.2 after checkpoint 41"),
+    "azshogi +experiment=cpu '+stages.deeper.set.search.c_scale=0.1'":
+        Check("trains until Ctrl-C with c_scale 0.1 after checkpoint 41, the former preset"),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline

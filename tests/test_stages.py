@@ -28,7 +28,9 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     (lr_schedule=step, decay_steps=9950, min_lr_ratio=0.1: a tenth from step 10,000). The stages
     give the same search after every checkpoint and the same rate at every step of 300
     checkpoints (100 steps each), but that the training of checkpoints 32-41 (steps 3,100-4,099:
-    the cool stage) is at a tenth of it, and the rate is the run's again from checkpoint 42's."""
+    the cool stage) is at a tenth of it, and the rate is the run's again from checkpoint 42's.
+    Gumbel's c_scale is the preset's 0.2 for the whole run (no stage sets it), so that the earlier
+    runs' `search.c_scale=0.1` is 0.1 at every checkpoint."""
     cfg = to_config(compose_config(["+experiment=cpu"]))
     assert cfg.train.lr_schedule == LrSchedule.constant and cfg.loop.steps_per_checkpoint == 100
     old_train = replace(cfg.train, lr_schedule=LrSchedule.step, decay_steps=9950, min_lr_ratio=0.1)
@@ -39,6 +41,7 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
         assert (now.search.num_simulations, now.search.max_num_considered_actions) == ((64, 16) if deeper
                                                                                        else (32, 32)), n
         assert now.loop == cfg.loop and now.model == cfg.model and now.replay == cfg.replay
+        assert now.search.c_scale == 0.2, n
         cool = 0.1 if 31 <= n < 41 else 1.0
         for step in range(n * 100, (n + 1) * 100):
             assert math.isclose(learning_rate(step, now.train), cool * learning_rate(step, old_train),
@@ -48,6 +51,8 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     assert learning_rate(4100, config_at(cfg, 41).train) == pytest.approx(1e-3)
     assert learning_rate(9999, config_at(cfg, 99).train) == pytest.approx(1e-3)
     assert learning_rate(10000, config_at(cfg, 100).train) == pytest.approx(1e-4)
+    former = to_config(compose_config(["+experiment=cpu", "search.c_scale=0.1"]))
+    assert {config_at(former, n).search.c_scale for n in range(300)} == {0.1}
 
 
 def test_config_at_applies_the_stages_in_order_and_changes_only_what_they_set():
