@@ -367,8 +367,10 @@ COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stag
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
 FLAT_41 = (("q72", "ckpt-00041.pt"), ("c63", "ckpt-00041.pt"))  # the weak seeds' checkpoints at PolicyTemperature 0.7
 GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-00041.pt"))  # why two lose to greedy
-# checkpoints 126 and 141 of s72, s63 (on with today's preset) and of k72, k63 (their twins at c_scale 0.2 after 41)
-SHARP_126 = tuple((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63"))
+# checkpoints 126 and 141 of s72, s63 (on at c_scale 0.1 after 41), of k72, k63 (their twins at 0.2, today's preset)
+# and checkpoint 141 of k91, k92 (two seeds of the 30-minute runs on with today's preset)
+SHARP_126 = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63")),
+             ("k91", "ckpt-00141.pt"), ("k92", "ckpt-00141.pt"))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -874,7 +876,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/experiments/2026-11-28-sharper-after-41.md
     **{f"azshogi +experiment=cpu seed={seed} run=k{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
        "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
-       Check(f"continues s{seed}'s checkpoint 41 with c_scale 0.2 after it (two hours)") for seed in (72, 63)},
+       Check(f"continues s{seed}'s checkpoint 41 with c_scale 0.2 after it (two hours)") for seed in (72, 63, 91, 92)},
     "azshogi +experiment=cpu '+stages.deeper.set.search.c_scale=0.1'":
         Check("trains until Ctrl-C with c_scale 0.1 after checkpoint 41, the former preset"),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
