@@ -369,7 +369,7 @@ FLAT_41 = (("q72", "ckpt-00041.pt"), ("c63", "ckpt-00041.pt"))  # the weak seeds
 GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-00041.pt"))  # why two lose to greedy
 # checkpoints 126 and 141 of s72, s63 (on at c_scale 0.1 after 41), of k72, k63 (their twins at 0.2, today's preset)
 # and checkpoint 141 of k91, k92 (two seeds of the 30-minute runs on with today's preset)
-SHARP_126 = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63")),
+SHARP_2H = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63")),
              ("k91", "ckpt-00141.pt"), ("k92", "ckpt-00141.pt"))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
@@ -872,7 +872,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        f"loop.keep_checkpoints=200 {GUMBEL_SCALE}":
        Check(f"continues s{seed} from checkpoint 41 (an hour and a half and more)")
        for seed in (72, 63)},
-    **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARP_126),
+    **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARP_2H),
     # docs/experiments/2026-11-28-sharper-after-41.md
     **{f"azshogi +experiment=cpu seed={seed} run=k{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
        "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
@@ -1003,7 +1003,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_126)
+         *GREEDY_41, *SHARP_2H)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
