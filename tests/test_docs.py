@@ -371,6 +371,7 @@ GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-0
 # and checkpoint 141 of k91, k92 (two seeds of the 30-minute runs on with today's preset)
 SHARP_2H = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63")),
              ("k91", "ckpt-00141.pt"), ("k92", "ckpt-00141.pt"))
+BATCH_41 = tuple((f"s{seed}", "ckpt-00041.pt") for seed in (91, 92, 93, 94))  # the engine at one descent a tree
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -879,6 +880,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        Check(f"continues s{seed}'s checkpoint 41 with c_scale 0.2 after it (two hours)") for seed in (72, 63, 91, 92)},
     "azshogi +experiment=cpu '+stages.deeper.set.search.c_scale=0.1'":
         Check("trains until Ctrl-C with c_scale 0.1 after checkpoint 41, the former preset"),
+    # docs/experiments/2026-11-29-engine-batch-at-64-nodes.md
+    **dict(_ladder_match(run, name, rungs, 64, "batch=1") for run, name in BATCH_41 for rungs in ("greedy", "sf-5")),
+    **dict([_ladder_match("s92", "ckpt-00041.pt", "greedy")]),
+    **{f"azshogi-arena search:checkpoints/s92/ckpt-00041.pt greedy --games 20 --in-flight 20 -a nodes=64 --quiet "
+       f"-a batch={batch}": Run(ARENA + ("-a", "nodes=2")) for batch in (1, 8)},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -1003,7 +1009,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_2H)
+         *GREEDY_41, *SHARP_2H, *BATCH_41)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
