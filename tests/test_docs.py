@@ -883,6 +883,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/experiments/2026-11-29-engine-batch-at-64-nodes.md
     **dict(_ladder_match(run, name, rungs, 64, "batch=1") for run, name in BATCH_41 for rungs in ("greedy", "sf-5")),
     **dict([_ladder_match("s92", "ckpt-00041.pt", "greedy")]),
+    **dict(_ladder_match("s92", "ckpt-00041.pt", rungs, 64, "batch=4") for rungs in ("greedy", "sf-5")),
     **{f"azshogi-arena search:checkpoints/s92/ckpt-00041.pt greedy --games 20 --in-flight 20 -a nodes=64 --quiet "
        f"-a batch={batch}": Run(ARENA + ("-a", "nodes=2")) for batch in (1, 8)},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
