@@ -883,7 +883,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/experiments/2026-11-29-engine-batch-at-64-nodes.md
     **dict(_ladder_match(run, name, rungs, 64, "batch=1") for run, name in BATCH_41 for rungs in ("greedy", "sf-5")),
     **dict([_ladder_match("s92", "ckpt-00041.pt", "greedy")]),
-    **dict(_ladder_match("s92", "ckpt-00041.pt", rungs, 64, "batch=4") for rungs in ("greedy", "sf-5")),
+    **dict(_ladder_match(run, name, rungs, 64, "batch=4") for run, name in BATCH_41 for rungs in ("greedy", "sf-5")),
+    **{f"azshogi-arena search:checkpoints/s{seed}/ckpt-00041.pt search:checkpoints/s{seed}/ckpt-00041.pt "
+       f"-a nodes={nodes} -a batch={a} -b nodes={nodes} -b batch={b} --openings random:8 --games 100 --in-flight 100 "
+       "--quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
+       for seeds, nodes, a, b in (((91, 92, 93, 94), 64, 4, 8), ((92, 93), 192, 4, 8), ((92, 93), 64, 1, 4))
+       for seed in seeds},
+    'azshogi-bench usi checkpoints/s92/ckpt-00041.pt --go "byoyomi 1000" --repeats 3 --engine b8 "azshogi-usi '
+    '--option BatchSize=8" --engine b4 "azshogi-usi --option BatchSize=4" --engine b1 "azshogi-usi --option '
+    'BatchSize=1"': Skip(USI_BENCH),
+    'azshogi-arena "usi:azshogi-usi checkpoints/s92/ckpt-00041.pt --option BatchSize=4" "usi:azshogi-usi '
+    'checkpoints/s92/ckpt-00041.pt --option BatchSize=8" -a name=b4 -b name=b8 -a go="movetime 150" -b '
+    'go="movetime 150" --openings random:8 --games 100 --in-flight 1 --quiet': Run(ARENA),
     **{f"azshogi-arena search:checkpoints/s92/ckpt-00041.pt greedy --games 20 --in-flight 20 -a nodes=64 --quiet "
        f"-a batch={batch}": Run(ARENA + ("-a", "nodes=2")) for batch in (1, 8)},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
