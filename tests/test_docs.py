@@ -892,9 +892,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     'azshogi-bench usi checkpoints/s92/ckpt-00041.pt --go "byoyomi 1000" --repeats 3 --engine b8 "azshogi-usi '
     '--option BatchSize=8" --engine b4 "azshogi-usi --option BatchSize=4" --engine b1 "azshogi-usi --option '
     'BatchSize=1"': Skip(USI_BENCH),
-    'azshogi-arena "usi:azshogi-usi checkpoints/s92/ckpt-00041.pt --option BatchSize=4" "usi:azshogi-usi '
-    'checkpoints/s92/ckpt-00041.pt --option BatchSize=8" -a name=b4 -b name=b8 -a go="movetime 150" -b '
-    'go="movetime 150" --openings random:8 --games 100 --in-flight 1 --quiet': Run(ARENA),
+    **{f'azshogi-arena "usi:azshogi-usi checkpoints/s{seed}/ckpt-00041.pt --option BatchSize=4" "usi:azshogi-usi '
+       f'checkpoints/s{seed}/ckpt-00041.pt --option BatchSize=8" -a name=b4 -b name=b8 -a go="movetime 150" -b '
+       'go="movetime 150" --openings random:8 --games 100 --in-flight 1 --quiet': Run(ARENA) for seed in (92, 93)},
     **{f"azshogi-arena search:checkpoints/s92/ckpt-00041.pt greedy --games 20 --in-flight 20 -a nodes=64 --quiet "
        f"-a batch={batch}": Run(ARENA + ("-a", "nodes=2")) for batch in (1, 8)},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
