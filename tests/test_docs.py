@@ -371,7 +371,7 @@ GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-0
 # and checkpoint 141 of k91, k92 (two seeds of the 30-minute runs on with today's preset)
 SHARP_2H = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63")),
              ("k91", "ckpt-00141.pt"), ("k92", "ckpt-00141.pt"))
-BATCH_41 = tuple((f"s{seed}", "ckpt-00041.pt") for seed in (91, 92, 93, 94))  # the engine at one descent a tree
+BATCH_41 = tuple((f"s{seed}", "ckpt-00041.pt") for seed in (91, 92, 93, 94))  # the engine at BatchSize 1 and 4
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -881,9 +881,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu '+stages.deeper.set.search.c_scale=0.1'":
         Check("trains until Ctrl-C with c_scale 0.1 after checkpoint 41, the former preset"),
     # docs/experiments/2026-11-29-engine-batch-at-64-nodes.md
-    **dict(_ladder_match(run, name, rungs, 64, "batch=1") for run, name in BATCH_41 for rungs in ("greedy", "sf-5")),
+    **dict(_ladder_match(run, name, rungs, 64, f"batch={batch}") for batch in (1, 4) for run, name in BATCH_41
+           for rungs in ("greedy", "sf-5")),
     **dict([_ladder_match("s92", "ckpt-00041.pt", "greedy")]),
-    **dict(_ladder_match(run, name, rungs, 64, "batch=4") for run, name in BATCH_41 for rungs in ("greedy", "sf-5")),
     **{f"azshogi-arena search:checkpoints/s{seed}/ckpt-00041.pt search:checkpoints/s{seed}/ckpt-00041.pt "
        f"-a nodes={nodes} -a batch={a} -b nodes={nodes} -b batch={b} --openings random:8 --games 100 --in-flight 100 "
        "--quiet": Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
