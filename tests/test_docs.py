@@ -372,7 +372,7 @@ GREEDY_41 = (("s92", "ckpt-00041.pt"), ("s63", "ckpt-00041.pt"), ("s93", "ckpt-0
 SHARP_2H = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s63", "k72", "k63")),
              ("k91", "ckpt-00141.pt"), ("k92", "ckpt-00141.pt"))
 BATCH_41 = tuple((f"s{seed}", "ckpt-00041.pt") for seed in (91, 92, 93, 94))  # the engine at BatchSize 1 and 4
-SHARPER_41 = (("v91", "ckpt-00126.pt"), ("v91", "ckpt-00141.pt"))  # seed 91 at c_scale 0.4 after 41
+SHARPER_41 = tuple(("v91", f"ckpt-00{c}.pt") for c in (126, 141, 151, 161))  # seed 91 at c_scale 0.4 after 41
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -902,6 +902,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi +experiment=cpu seed=91 run=v91 resume=checkpoints/s91/ckpt-00041.pt search.c_scale=0.4 "
     "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
         Check("continues s91's checkpoint 41 with c_scale 0.4 after it (two hours)"),
+    "azshogi +experiment=cpu seed=91 run=v91 resume=checkpoints/v91/ckpt-00141.pt search.c_scale=0.4 "
+    "loop.max_checkpoints=171 eval.every=0 loop.keep_checkpoints=200":
+        Check("continues v91 past checkpoint 141 (half an hour)"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARPER_41),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
