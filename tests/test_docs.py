@@ -373,6 +373,9 @@ SHARP_2H = (*((run, f"ckpt-00{c}.pt") for c in (126, 141) for run in ("s72", "s6
              ("k91", "ckpt-00141.pt"), ("k92", "ckpt-00141.pt"))
 BATCH_41 = tuple((f"s{seed}", "ckpt-00041.pt") for seed in (91, 92, 93, 94))  # the engine at BatchSize 1 and 4
 SHARPER_41 = tuple(("v91", f"ckpt-00{c}.pt") for c in (126, 141, 151, 161))  # seed 91 at c_scale 0.4 after 41
+DEEPER_71 = tuple((f"d{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a second deeper stage at 71
+DEEPER2 = ("'+stages.deeper2={from_checkpoint: 71, set: {search: {num_simulations: 128}, loop: "
+           "{positions_per_checkpoint: 3000, steps_per_checkpoint: 50}}}'")
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -906,6 +909,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "loop.max_checkpoints=171 eval.every=0 loop.keep_checkpoints=200":
         Check("continues v91 past checkpoint 141 (half an hour)"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARPER_41),
+    # docs/experiments/2026-11-29-second-deeper-stage.md
+    **{f"azshogi +experiment=cpu seed={seed} run=d{seed} resume=checkpoints/s{seed}/ckpt-00041.pt {DEEPER2} "
+       "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
+       Check(f"continues s{seed}'s checkpoint 41 with a second deeper stage at 71 (two hours)") for seed in (91, 92)},
+    **dict(_ladder_match(run, name, "sf2", 192) for run, name in DEEPER_71),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -1030,7 +1038,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41)
+         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71)
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
