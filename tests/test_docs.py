@@ -901,6 +901,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        'go="movetime 150" --openings random:8 --games 100 --in-flight 1 --quiet': Run(ARENA) for seed in (92, 93)},
     **{f"azshogi-arena search:checkpoints/s92/ckpt-00041.pt greedy --games 20 --in-flight 20 -a nodes=64 --quiet "
        f"-a batch={batch}": Run(ARENA + ("-a", "nodes=2")) for batch in (1, 8)},
+    **{f"azshogi-arena search:checkpoints/s92/ckpt-00041.pt greedy --games 20 --in-flight 20 -a nodes=64 {batch}"
+       f"--quiet --records matches/s92-{name}": Run(ARENA + ("-a", "nodes=2"))
+       for batch, name in (("", "auto"), ("-a batch=4 ", "b4"), ("-a batch=8 ", "b8"))},
+    "diff -r -I TIME matches/s92-auto matches/s92-b4": Skip("compares the records above (a shell command)"),
+    # docs/benchmarks.md, "BatchSize auto in matches"
+    **{f"azshogi-arena search:checkpoints/s91/ckpt-00030.pt search:checkpoints/s91/ckpt-00030.pt -a nodes={nodes} "
+       f"-b nodes={nodes} {batch}--openings random:8 --max-plies 48 --games 20 --in-flight 20 --quiet":
+       Run(ARENA + ("-a", "nodes=2", "-b", "nodes=2")) for nodes in (32, 64) for batch in ("", "-a batch=8 -b batch=8 ")},
     # docs/experiments/2026-11-29-c-scale-0.4-after-41.md
     "azshogi +experiment=cpu seed=91 run=v91 resume=checkpoints/s91/ckpt-00041.pt search.c_scale=0.4 "
     "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
@@ -1038,7 +1046,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71)
+         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:

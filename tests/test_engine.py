@@ -89,7 +89,8 @@ def test_each_usi_option_reaches_the_search_the_engine_builds(field, checkpoint)
     assert IN_SEARCH[field](engine.engine.search) == value
     engine.handle(f"setoption name {row.usi} value {row.usi_text(row.default) or '<empty>'}")
     engine.handle("isready")
-    default = {"c_init": tiny_config().search.c_init, "max_plies": 10 ** 9, "policy_temperature": 1.0}
+    default = {"c_init": tiny_config().search.c_init, "max_plies": 10 ** 9, "policy_temperature": 1.0,
+               "batch_size": EngineSettings().max_batch}  # BatchSize auto builds for its most
     assert IN_SEARCH[field](engine.engine.search) == default.get(field, row.default)
 
 
@@ -112,6 +113,69 @@ def root_visits(spec_options: dict, checkpoint, board=None) -> np.ndarray:
     player.new_game(0)
     player.choose([Turn(0, board, 0, None, [])])
     return player.search.report(player.trees[0]).visits
+
+
+def test_batchsize_auto_is_eight_by_the_clock_and_one_per_16_nodes_at_a_fixed_count():
+    auto = EngineSettings()
+    assert auto.batch_size == 0 and auto.max_batch == 8 and auto.batch_for(None) == 8
+    assert [auto.batch_for(n) for n in (1, 16, 32, 64, 100, 128, 192, 800)] == [1, 1, 2, 4, 6, 8, 8, 8]
+    assert EngineSettings(batch_size=3).batch_for(64) == EngineSettings(batch_size=3).batch_for(None) == 3
+
+
+class CountingEvaluator:
+    """An evaluator that counts its forward passes (the rest as the wrapped one's)."""
+
+    def __init__(self, inner):
+        self.inner, self.passes = inner, 0
+
+    def evaluate(self, batch):
+        self.passes += 1
+        return self.inner.evaluate(batch)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_batchsize_auto_sends_fewer_descents_a_pass_at_a_fixed_node_count(checkpoint):
+    """BatchSize is descents a tree per forward pass: at 64 nodes the default engine's search
+    takes as many passes as BatchSize 4's, twice 8's."""
+    evaluator, cfg = model_evaluator(str(checkpoint), "cpu", "fp32", max_batch=8)
+
+    def passes(batch_size: int) -> int:
+        counting = CountingEvaluator(evaluator)
+        engine = Engine(counting, cfg, EngineSettings(nodes=64, batch_size=batch_size, mate_search_nodes=0,
+                                                      policy_temperature=1.0))
+        counting.passes = 0
+        engine.choose([Turn(0, cshogi.Board(), 0, None, [])])
+        return counting.passes
+
+    auto, four, eight = passes(0), passes(4), passes(8)
+    assert auto == four and 16 <= auto <= 17
+    assert 8 <= eight <= 9
+
+
+def test_the_usi_engine_at_go_nodes_sends_one_descent_a_pass_per_16_nodes_at_most_8(checkpoint, monkeypatch):
+    """`go nodes 64`: 4 descents a forward pass (16 passes); `go nodes 256`: 8, the most (32)."""
+    import azshogi.play.models as models
+
+    built = []
+
+    def counting_model(*args, **kwargs):
+        evaluator, cfg = model_evaluator(*args, **kwargs)
+        built.append(CountingEvaluator(evaluator))
+        return built[-1], cfg
+
+    monkeypatch.setattr(models, "model_evaluator", counting_model)
+    out = io.StringIO()
+    engine = UsiEngine(out, {"Checkpoint": str(checkpoint), "Dtype": "fp32", "PolicyTemperature": "1",
+                             "MateSearch": "false"})
+    engine.handle("isready")
+    for go, most in (("go nodes 64", 17), ("go nodes 256", 33)):
+        built[-1].passes = 0
+        engine.handle("position startpos")
+        engine.handle(go)
+        engine._join()
+        assert most - 1 <= built[-1].passes <= most, go
 
 
 def test_cpuct_changes_how_the_search_spends_its_visits(checkpoint):

@@ -205,7 +205,7 @@ def run_usi(*args):
 
 def test_command_line_mistakes_end_in_one_line(checkpoint, tmp_path):
     for args, named in [(["nope.pt"], "nope.pt"), (["--option", "Nosuch=1"], "Nosuch"),
-                        (["--option", "BatchSize=0"], "BatchSize"), (["--option", "BatchSize"], "KEY=VALUE"),
+                        (["--option", "BatchSize=-1"], "BatchSize"), (["--option", "BatchSize"], "KEY=VALUE"),
                         (["--option", "Device=gpu"], "Device takes auto, cpu, cuda or cuda:N, got 'gpu'"),
                         ([str(tmp_path)], "no checkpoint in this folder"),
                         (["--make-launcher", str(checkpoint)], "CHECKPOINT and OUT"),
@@ -248,7 +248,7 @@ def test_a_byoyomi_within_the_margin_is_said_in_an_info_string(engine):
 def test_errors_read_without_python_exception_names(engine, tmp_path):
     engine.send("setoption name BatchSize value x", "isready")
     lines = engine.until("readyok", 30)
-    assert "info string error: setoption: BatchSize takes an integer in [1, 256], got 'x'" in lines
+    assert "info string error: setoption: BatchSize takes an integer in [0, 256], got 'x'" in lines
     # A file that is not a checkpoint (the run's config.yaml, say) is named as such (an engine in
     # this process, given it as `azshogi-usi config.yaml` gives it: the Checkpoint option).
     from azshogi.play.usi import UsiEngine

@@ -61,7 +61,7 @@ def engine_search(evaluator, cfg: Config, settings: EngineSettings, games: int =
     return GameSearch(evaluator, engine_rules(cfg, settings), c_base=s.c_base, c_init=c_init,
                       fpu_reduction=settings.fpu_reduction, max_tree_nodes=settings.max_tree_nodes,
                       mate_search_nodes=settings.mate_search_nodes, leaf_mate_search=True,
-                      batch_size=settings.batch_size, virtual_loss=s.virtual_loss, games=games,
+                      batch_size=settings.max_batch, virtual_loss=s.virtual_loss, games=games,
                       policy_temperature=settings.policy_temperature)
 
 
@@ -76,7 +76,7 @@ class Engine(Player):
         self.auto = settings.policy_temperature is None
         if self.auto:
             temperature = known_temperature if known_temperature is not None else \
-                auto_temperature(evaluator, max_batch=settings.batch_size * games)
+                auto_temperature(evaluator, max_batch=settings.max_batch * games)
             settings = replace(settings, policy_temperature=temperature)
         self.settings, self.cfg, self.name = settings, cfg, name
         self.search = engine_search(evaluator, cfg, settings, games)
@@ -170,7 +170,8 @@ class Engine(Player):
                 tree = self.trees[turn.game]
                 self.search.prepare(turn.board, turn.start_sfen or "", turn.moves, tree)
                 boards[tree], plies[tree] = turn.board, turn.ply
-        reports = self.search.run_games(boards, plies, self.match_nodes()) if boards else {}
+        nodes = self.match_nodes()
+        reports = self.search.run_games(boards, plies, nodes, batch=self.settings.batch_for(nodes)) if boards else {}
         for i, turn in enumerate(turns):
             if out[i] is None:
                 tree = self.trees[turn.game]

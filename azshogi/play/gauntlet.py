@@ -52,7 +52,7 @@ from azshogi.play.settings import EngineSettings, from_eval
 from azshogi.play.usi_client import UsiError
 from azshogi.shogi.rules import rules_of
 
-PLAY_BATCH = EngineSettings().batch_size  # the engine's default BatchSize (no eval.* key)
+PLAY_BATCH = EngineSettings().max_batch  # the engine's default BatchSize's most (no eval.* key)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ and the evaluation's settings are generated from it, so one knob has one meaning
 | field | USI | arena | eval | takes |
 |---|---|---|---|---|
 | nodes | NodesPerMove | nodes | num_simulations | simulations per move |
-| batch_size | BatchSize | batch | | descents per tree per forward pass |
+| batch_size | BatchSize | batch | | descents per tree per forward pass, or 0 (auto) |
 | mate_search_nodes | MateSearchNodes | mate | | df-pn nodes of the root mate search |
 | max_tree_nodes | MaxTreeNodes | tree | | the tree's size limit |
 | resign | ResignThreshold (per mille) | resign | | a root win rate |
@@ -30,6 +30,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping, Optional
 
 AUTO = "auto"  # PolicyTemperature auto: chosen from the network (play/temperature.py)
+CLOCK_BATCH = 8  # BatchSize auto by the clock
+NODES_PER_DESCENT = 16  # BatchSize auto at a fixed node count: one descent a step per this many nodes
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,8 @@ class EngineSettings:
     """How the engine searches and plays; the defaults are every interface's defaults."""
 
     nodes: int = 0  # simulations per move; 0 = by the clock (USI), the run's search.num_simulations in matches
-    batch_size: int = 8  # descents per tree per forward pass, kept apart by virtual loss
+    # descents per tree per forward pass, kept apart by virtual loss; 0 = auto (`batch_for`)
+    batch_size: int = 0
     mate_search_nodes: int = 100_000  # df-pn nodes of the root mate search; 0 = off
     max_tree_nodes: int = 100_000  # the search tree's size limit (about 3 kB a node)
     resign: float = 0.0  # resign below this root win rate; 0 = never
@@ -49,6 +52,22 @@ class EngineSettings:
     policy_temperature: Optional[float] = None
     temperature: float = 0.0  # > 0: the move is sampled by visits^(1/T) instead of the most visited
     temperature_plies: int = 0  # sample only before this ply (0 = always, when temperature > 0)
+
+    @property
+    def max_batch(self) -> int:
+        """The most descents a tree sends through one forward pass (BatchSize, auto's by the clock)."""
+        return self.batch_size or CLOCK_BATCH
+
+    def batch_for(self, nodes: Optional[int]) -> int:
+        """Descents a tree per forward pass when a move's search is `nodes` simulations (None: by
+        the clock). BatchSize auto: by the clock 8, which a forward pass of one game costs about
+        as much as 1 on a CPU (more nodes a second); at a fixed count one per NODES_PER_DESCENT
+        simulations (1-8: 4 at 64, 8 from 128), since there fewer are stronger and the time is not
+        the budget (4 beat 8 by 123 ± 36 Elo at 64 nodes, 38 ± 49 at 192:
+        docs/experiments/2026-11-29-engine-batch-at-64-nodes.md)."""
+        if self.batch_size or not nodes:
+            return self.max_batch
+        return max(1, min(CLOCK_BATCH, nodes // NODES_PER_DESCENT))
 
 
 def _text(number: float) -> str:
@@ -139,8 +158,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("nodes", "NodesPerMove", "nodes", "num_simulations", "int", 0, 100_000_000,
             "simulations per move (0 = by the clock; with no clock, 800 in the USI engine and the run's "
             "search.num_simulations in matches)"),
-    Setting("batch_size", "BatchSize", "batch", None, "int", 1, 256,
-            "leaves per forward pass, kept apart by virtual loss (fewer when the time left is short)"),
+    Setting("batch_size", "BatchSize", "batch", None, "int", 0, 256,
+            "leaves per forward pass, kept apart by virtual loss (fewer when the time left is short); "
+            "0 = auto: 8 by the clock, one per 16 nodes (1-8) with a node limit"),
     Setting("mate_search_nodes", "MateSearchNodes", "mate", None, "int", 0, 100_000_000,
             "df-pn nodes of the root mate search before the tree search (0 = off)"),
     Setting("max_tree_nodes", "MaxTreeNodes", "tree", None, "int", 1_000, 50_000_000,

@@ -81,7 +81,7 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
         player = rung_player(arg, seed, options, name)
     elif kind == "search":
         settings = engine_settings(spec, options, rules)
-        evaluator, cfg = _checkpoint(spec, arg, max_games * settings.batch_size, device, dtype)
+        evaluator, cfg = _checkpoint(spec, arg, max_games * settings.max_batch, device, dtype)
         return Engine(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}", seed)
     elif kind == "gumbel":
         simulations = _number(spec, options, "simulations", None, low=1)

@@ -366,7 +366,7 @@ class UsiEngine:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
         path = network_file(given)  # a run's folder: its newest checkpoint
         settings = self.settings()
-        device, dtype, batch = self._str("Device"), self._str("Dtype"), settings.batch_size
+        device, dtype, batch = self._str("Device"), self._str("Dtype"), settings.max_batch
         key = (os.path.abspath(path), device, dtype, batch)
         if self._loaded != key:
             self.engine, self._loaded = None, None
@@ -430,7 +430,9 @@ class UsiEngine:
         if max_nodes is None and time_plan is None and not limits.infinite and not limits.ponder:
             max_nodes = DEFAULT_NODES
         last_info = [time.perf_counter()]
-        search, batch, lines = engine.search, engine.search.batch_size, self._int("MultiPV")
+        # BatchSize auto: 8 by the clock, fewer when a node limit alone bounds the search
+        batch = engine.settings.batch_for(max_nodes if time_plan is None else None)
+        search, lines = engine.search, self._int("MultiPV")
 
         def plan_step(progress) -> int:
             if progress.step_leaves:

@@ -294,10 +294,11 @@ class GameSearch:
         report.reused_nodes = reused
         return report
 
-    def run_games(self, boards: dict, plies: dict, nodes: int, lines: int = 1) -> dict:
+    def run_games(self, boards: dict, plies: dict, nodes: int, lines: int = 1, batch: Optional[int] = None) -> dict:
         """`nodes` simulations for each game of `boards` ({game: board}, each prepared; plies
-        {game: ply}), the leaves of all games in one forward pass per step. Returns {game:
-        AnytimeSearchResult}. A fixed budget makes matches reproducible."""
+        {game: ply}), up to `batch` (at most batch_size) descents a tree, the leaves of all games
+        in one forward pass per step. Returns {game: AnytimeSearchResult}. A fixed budget makes
+        matches reproducible."""
         start = time.perf_counter()
         tree = self.tree
         games = np.array(sorted(boards), np.int64)
@@ -307,9 +308,10 @@ class GameSearch:
             ply_array[g] = p
         before = self._root_visits(games)
         done = np.zeros(len(games), np.int64)
+        per_step = self.batch_size if batch is None else max(1, min(batch, self.batch_size))
         while True:
             room = self.max_tree_nodes - tree.num_nodes[games]
-            leaves = np.minimum(np.minimum(nodes - done, self.batch_size), room)
+            leaves = np.minimum(np.minimum(nodes - done, per_step), room)
             leaves[(done > 0) & (tree.num_edges[games, 0] <= 1)] = 0
             go = leaves > 0
             if not go.any():
