@@ -908,7 +908,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/benchmarks.md, "BatchSize auto in matches"
     **{f"azshogi-arena search:checkpoints/s91/ckpt-00030.pt search:checkpoints/s91/ckpt-00030.pt -a nodes={nodes} "
        f"-b nodes={nodes} {batch}--openings random:8 --max-plies 48 --games 20 --in-flight 20 --quiet":
-       Run(ARENA + ("-a", "nodes=2", "-b", "nodes=2")) for nodes in (32, 64) for batch in ("", "-a batch=8 -b batch=8 ")},
+       Run(ARENA + ("-a", "nodes=2", "-b", "nodes=2"))
+       for nodes in (32, 64) for batch in ("", "-a batch=8 -b batch=8 ")},
     # docs/experiments/2026-11-29-c-scale-0.4-after-41.md
     "azshogi +experiment=cpu seed=91 run=v91 resume=checkpoints/s91/ckpt-00041.pt search.c_scale=0.4 "
     "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
