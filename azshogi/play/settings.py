@@ -60,11 +60,11 @@ class EngineSettings:
 
     def batch_for(self, nodes: Optional[int]) -> int:
         """Descents a tree per forward pass when a move's search is `nodes` simulations (None: by
-        the clock). BatchSize auto: by the clock 8, which a forward pass of one game costs about
-        as much as 1 on a CPU (more nodes a second); at a fixed count one per NODES_PER_DESCENT
-        simulations (1-8: 4 at 64, 8 from 128), since there fewer are stronger and the time is not
-        the budget (4 beat 8 by 123 ± 36 Elo at 64 nodes, 38 ± 49 at 192:
-        docs/experiments/2026-11-29-engine-batch-at-64-nodes.md)."""
+        the clock). BatchSize auto: by the clock 8 (one game's forward pass of 8 positions costs
+        about what one of 1 does on a CPU, so 8 search more nodes a second); at a fixed count one
+        per NODES_PER_DESCENT simulations, 1 to 8 (4 at 64, 8 from 128): there the nodes are the
+        budget, and fewer descents a step are stronger (4 beat 8 by 123 ± 36 Elo at 64 nodes, 38 ±
+        49 at 192: docs/experiments/2026-11-29-engine-batch-at-64-nodes.md)."""
         if self.batch_size or not nodes:
             return self.max_batch
         return max(1, min(CLOCK_BATCH, nodes // NODES_PER_DESCENT))
