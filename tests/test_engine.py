@@ -122,60 +122,35 @@ def test_batchsize_auto_is_eight_by_the_clock_and_one_per_16_nodes_at_a_fixed_co
     assert EngineSettings(batch_size=3).batch_for(64) == EngineSettings(batch_size=3).batch_for(None) == 3
 
 
-class CountingEvaluator:
-    """An evaluator that counts its forward passes (the rest as the wrapped one's)."""
-
-    def __init__(self, inner):
-        self.inner, self.passes = inner, 0
-
-    def evaluate(self, batch):
-        self.passes += 1
-        return self.inner.evaluate(batch)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 def test_batchsize_auto_sends_fewer_descents_a_pass_at_a_fixed_node_count(checkpoint):
     """BatchSize is descents a tree per forward pass: at 64 nodes the default engine's search
-    takes as many passes as BatchSize 4's, twice 8's."""
+    takes as many passes as BatchSize 4's, twice 8's (the evaluator's own count of batches)."""
     evaluator, cfg = model_evaluator(str(checkpoint), "cpu", "fp32", max_batch=8)
 
     def passes(batch_size: int) -> int:
-        counting = CountingEvaluator(evaluator)
-        engine = Engine(counting, cfg, EngineSettings(nodes=64, batch_size=batch_size, mate_search_nodes=0,
-                                                      policy_temperature=1.0))
-        counting.passes = 0
+        engine = Engine(evaluator, cfg, EngineSettings(nodes=64, batch_size=batch_size, mate_search_nodes=0,
+                                                       policy_temperature=1.0))
+        before = evaluator.stats.calls
         engine.choose([Turn(0, cshogi.Board(), 0, None, [])])
-        return counting.passes
+        return evaluator.stats.calls - before
 
     auto, four, eight = passes(0), passes(4), passes(8)
     assert auto == four and 16 <= auto <= 17
     assert 8 <= eight <= 9
 
 
-def test_the_usi_engine_at_go_nodes_sends_one_descent_a_pass_per_16_nodes_at_most_8(checkpoint, monkeypatch):
+def test_the_usi_engine_at_go_nodes_sends_one_descent_a_pass_per_16_nodes_at_most_8(checkpoint):
     """`go nodes 64`: 4 descents a forward pass (16 passes); `go nodes 256`: 8, the most (32)."""
-    import azshogi.play.models as models
-
-    built = []
-
-    def counting_model(*args, **kwargs):
-        evaluator, cfg = model_evaluator(*args, **kwargs)
-        built.append(CountingEvaluator(evaluator))
-        return built[-1], cfg
-
-    monkeypatch.setattr(models, "model_evaluator", counting_model)
     out = io.StringIO()
     engine = UsiEngine(out, {"Checkpoint": str(checkpoint), "Dtype": "fp32", "PolicyTemperature": "1",
                              "MateSearch": "false"})
     engine.handle("isready")
     for go, most in (("go nodes 64", 17), ("go nodes 256", 33)):
-        built[-1].passes = 0
+        before = engine._evaluator.stats.calls
         engine.handle("position startpos")
         engine.handle(go)
         engine._join()
-        assert most - 1 <= built[-1].passes <= most, go
+        assert most - 1 <= engine._evaluator.stats.calls - before <= most, go
 
 
 def test_cpuct_changes_how_the_search_spends_its_visits(checkpoint):
