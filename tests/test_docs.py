@@ -230,6 +230,15 @@ def _ladder_rated(folder: Path, output: str) -> None:
     assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
 
 
+def _window_runs(letter: str, stage: str, capacity: int, words: str) -> dict[str, Check]:
+    """docs/experiments' twins of k91 and k92 from checkpoint 41 with another replay window (a stage on the command
+    line): their commands and entries."""
+    return {f"azshogi +experiment=cpu seed={seed} run={letter}{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
+            f"'+stages.{stage}={{from_checkpoint: 41, set: {{replay: {{capacity: {capacity}}}}}}}' "
+            "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
+            Check(f"continues s{seed}'s checkpoint 41 with a replay window {words} (two hours)") for seed in (91, 92)}
+
+
 def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: str) -> tuple[str, Run]:
     """docs/experiments' 100-game match of checkpoints/RUN/NAME against the ladder's RUNGS (comma-separated),
     the engine with `nodes` and the search's OPTIONS (KEY=VALUE), and its entry: played tiny (with its OPTIONS,
@@ -377,7 +386,7 @@ DEEPER_71 = tuple((f"d{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a secon
 DEEPER2 = ("'+stages.deeper2={from_checkpoint: 71, set: {search: {num_simulations: 128}, loop: "
            "{positions_per_checkpoint: 3000, steps_per_checkpoint: 50}}}'")
 WIDE_41 = tuple((f"w{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a replay window twice as long from 41
-WIDE = "'+stages.wide={from_checkpoint: 41, set: {replay: {capacity: 120000}}}'"
+NARROW_41 = tuple((f"n{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a replay window half as long from 41
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -925,11 +934,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
        Check(f"continues s{seed}'s checkpoint 41 with a second deeper stage at 71 (two hours)") for seed in (91, 92)},
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in DEEPER_71),
-    # docs/experiments/2026-11-29-wider-window-after-41.md
-    **{f"azshogi +experiment=cpu seed={seed} run=w{seed} resume=checkpoints/s{seed}/ckpt-00041.pt {WIDE} "
-       "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
-       Check(f"continues s{seed}'s checkpoint 41 with a replay window twice as long (two hours)") for seed in (91, 92)},
+    # docs/experiments/2026-11-29-wider-window-after-41.md, 2026-11-29-narrower-window-after-41.md
+    **_window_runs("w", "wide", 120000, "twice as long"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in WIDE_41),
+    **_window_runs("n", "narrow", 30000, "half as long"),
+    **dict(_ladder_match(run, name, "sf2", 192) for run, name in NARROW_41),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -1054,7 +1063,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, ("s91", "ckpt-00030.pt"))
+         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
