@@ -230,13 +230,18 @@ def _ladder_rated(folder: Path, output: str) -> None:
     assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
 
 
-def _window_runs(letter: str, stage: str, capacity: int, words: str) -> dict[str, Check]:
-    """docs/experiments' twins of k91 and k92 from checkpoint 41 with another replay window (a stage on the command
-    line): their commands and entries."""
+def _stage_runs(letter: str, stage: str, settings: str, words: str) -> dict[str, Check]:
+    """docs/experiments' runs of seeds 91 and 92 on from their checkpoint 41 with one stage added on the command
+    line (`settings`: its `set`, as written there): their commands and entries."""
     return {f"azshogi +experiment=cpu seed={seed} run={letter}{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
-            f"'+stages.{stage}={{from_checkpoint: 41, set: {{replay: {{capacity: {capacity}}}}}}}' "
+            f"'+stages.{stage}={{from_checkpoint: 41, set: {settings}}}' "
             "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
-            Check(f"continues s{seed}'s checkpoint 41 with a replay window {words} (two hours)") for seed in (91, 92)}
+            Check(f"continues s{seed}'s checkpoint 41 with {words} (two hours)") for seed in (91, 92)}
+
+
+def _window_runs(letter: str, stage: str, capacity: int, words: str) -> dict[str, Check]:
+    """The twins of k91 and k92 from checkpoint 41 with another replay window."""
+    return _stage_runs(letter, stage, f"{{replay: {{capacity: {capacity}}}}}", f"a replay window {words}")
 
 
 def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: str) -> tuple[str, Run]:
@@ -387,6 +392,9 @@ DEEPER2 = ("'+stages.deeper2={from_checkpoint: 71, set: {search: {num_simulation
            "{positions_per_checkpoint: 3000, steps_per_checkpoint: 50}}}'")
 WIDE_41 = tuple((f"w{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a replay window twice as long from 41
 NARROW_41 = tuple((f"n{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a replay window half as long from 41
+CAPS_41 = tuple((f"{run}{seed}", "ckpt-00141.pt") for run in "ct" for seed in (91, 92))  # playout caps from 41, twins
+CAPS = ("{selfplay: {cheap_search_prob: 0.5, cheap_simulations: 16}, loop: {positions_per_checkpoint: 4800, "
+        "steps_per_checkpoint: 80}, replay: {capacity: 48000}}")
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -939,6 +947,18 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in WIDE_41),
     **_window_runs("n", "narrow", 30000, "half as long"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in NARROW_41),
+    # docs/experiments/2026-12-01-playout-caps-after-41.md
+    **{f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints=41 eval.every=0 "
+       "loop.keep_checkpoints=100": THIRTY_MINUTES for seed in (91, 92)},
+    **_stage_runs("c", "caps", CAPS, "playout caps, half the moves searched cheaply"),
+    **{f"azshogi +experiment=cpu seed={seed} run=t{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
+       "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
+       Check(f"continues s{seed}'s checkpoint 41 with today's preset (two hours)") for seed in (91, 92)},
+    **dict(_ladder_match(run, name, "sf2", 192) for run, name in CAPS_41),
+    **{f"python docs/tools/heldout_loss.py --positions checkpoints/{positions}{seed}/ckpt-00100.pt --newest 2 "
+       f"checkpoints/c{other}/ckpt-00100.pt checkpoints/t{other}/ckpt-00100.pt":
+       Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       for seed, other in ((92, 91), (91, 92)) for positions in "tc"},
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -1063,7 +1083,8 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, ("s91", "ckpt-00030.pt"))
+         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41,
+         ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
