@@ -10,7 +10,8 @@ names it), `python docs/tools/...`, `bash docs/tools/...`, `python -m azshogi...
   in a scratch folder holding tiny checkpoints where the docs name them; the commands of one
   file run in their order (a repeated one once), so that one command's output (a run, an hcpe3
   file) is the next one's input. Twins run once: Run commands with the same entry that differ
-  only in what the test replaces anyway — the checkpoint a player names (a tiny one either way),
+  only in what the test replaces anyway — the checkpoint a player names (a tiny one either way;
+  `usi:azshogi-usi CHECKPOINT ...` too),
   a match's records folder, the arguments `extra` overrides (`--games 100`, `-a nodes=64`), the
   values of a network player's other options (`-a softmax=3`: each given to that player on a
   tiny checkpoint), the ladder's rungs to play (`--rungs sf-4,sf0`: each looked up on the
@@ -1134,7 +1135,8 @@ def _twin_shape(command: str) -> Optional[tuple]:
                                     and (words[i], words[i + 1].partition("=")[0]) in options):
             i += 2
             continue
-        out.append(re.sub(r"^(search|gumbel|policy):checkpoints/[^/\s]+/[^/\s]+\.pt$", r"\1:CHECKPOINT", words[i]))
+        word = re.sub(r"^(search|gumbel|policy):checkpoints/[^/\s]+/[^/\s]+\.pt$", r"\1:CHECKPOINT", words[i])
+        out.append(re.sub(r"^usi:azshogi-usi checkpoints/[^/\s]+/[^/\s]+\.pt ", "usi:azshogi-usi CHECKPOINT ", word))
         if words[i] == "-a" and i + 1 < len(words) and NETWORK_PLAYER.match(words[1]):  # its value: given to the
             out.append(words[i + 1].partition("=")[0] + "=")  # player by test_every_twin_runs_as_its_first_twin
             i += 1
