@@ -394,6 +394,7 @@ DEEPER2 = ("'+stages.deeper2={from_checkpoint: 71, set: {search: {num_simulation
 WIDE_41 = tuple((f"w{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a replay window twice as long from 41
 NARROW_41 = tuple((f"n{seed}", "ckpt-00141.pt") for seed in (91, 92))  # a replay window half as long from 41
 CAPS_41 = tuple((f"{run}{seed}", "ckpt-00141.pt") for run in "ct" for seed in (91, 92))  # playout caps from 41, twins
+PAST_141 = (("t91", "ckpt-00161.pt"), ("t92", "ckpt-00161.pt"), ("t92", "ckpt-00181.pt"))  # on past 2 hours
 CAPS = ("{selfplay: {cheap_search_prob: 0.5, cheap_simulations: 16}, loop: {positions_per_checkpoint: 4800, "
         "steps_per_checkpoint: 80}, replay: {capacity: 48000}}")
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
@@ -960,6 +961,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        f"checkpoints/c{other}/ckpt-00100.pt checkpoints/t{other}/ckpt-00100.pt":
        Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
        for seed, other in ((92, 91), (91, 92)) for positions in "tc"},
+    **{f"azshogi +experiment=cpu seed={seed} run=t{seed} resume=checkpoints/t{seed}/ckpt-00141.pt "
+       "loop.max_checkpoints=181 eval.every=0 loop.keep_checkpoints=200":
+       Check(f"continues t{seed} for 40 checkpoints past 2 hours (40 minutes)") for seed in (91, 92)},
+    **dict(_ladder_match(run, name, "sf2", 192) for run, name in PAST_141),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -1084,7 +1089,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          D3, W1, *((run, name) for run, name, _ in LR_DROPS), *((run, name) for run, name, *_ in KNOBS), *GPU_CHECK,
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
-         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41,
+         *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          ("s91", "ckpt-00030.pt"))
 
 
