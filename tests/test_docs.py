@@ -231,18 +231,19 @@ def _ladder_rated(folder: Path, output: str) -> None:
     assert set(last["matches"]) == {"random", "sf-10", "greedy"}, last  # no previous model at the first
 
 
-def _stage_runs(letter: str, stage: str, settings: str, words: str) -> dict[str, Check]:
-    """docs/experiments' runs of seeds 91 and 92 on from their checkpoint 41 with one stage added on the command
-    line (`settings`: its `set`, as written there): their commands and entries."""
+def _runs_from_41(letter: str, words: str, stage: str = "", settings: str = "",
+                  seeds: tuple = (91, 92)) -> dict[str, Check]:
+    """docs/experiments' runs on from a seed's checkpoint 41 to 141, with today's preset or with one stage added on
+    the command line (`settings`: its `set`, as written there): their commands and entries."""
+    added = f"'+stages.{stage}={{from_checkpoint: 41, set: {settings}}}' " if stage else ""
     return {f"azshogi +experiment=cpu seed={seed} run={letter}{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
-            f"'+stages.{stage}={{from_checkpoint: 41, set: {settings}}}' "
-            "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
-            Check(f"continues s{seed}'s checkpoint 41 with {words} (two hours)") for seed in (91, 92)}
+            f"{added}loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
+            Check(f"continues s{seed}'s checkpoint 41 with {words} (two hours)") for seed in seeds}
 
 
 def _window_runs(letter: str, stage: str, capacity: int, words: str) -> dict[str, Check]:
     """The twins of k91 and k92 from checkpoint 41 with another replay window."""
-    return _stage_runs(letter, stage, f"{{replay: {{capacity: {capacity}}}}}", f"a replay window {words}")
+    return _runs_from_41(letter, f"a replay window {words}", stage, f"{{replay: {{capacity: {capacity}}}}}")
 
 
 def _ladder_match(run: str, name: str, rungs: str, nodes: int = 64, *options: str) -> tuple[str, Run]:
@@ -900,9 +901,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        for seed in (72, 63)},
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in SHARP_2H),
     # docs/experiments/2026-11-28-sharper-after-41.md
-    **{f"azshogi +experiment=cpu seed={seed} run=k{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
-       "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
-       Check(f"continues s{seed}'s checkpoint 41 with c_scale 0.2 after it (two hours)") for seed in (72, 63, 91, 92)},
+    **_runs_from_41("k", "c_scale 0.2 after it", seeds=(72, 63, 91, 92)),
     "azshogi +experiment=cpu '+stages.deeper.set.search.c_scale=0.1'":
         Check("trains until Ctrl-C with c_scale 0.1 after checkpoint 41, the former preset"),
     # docs/experiments/2026-11-29-engine-batch-at-64-nodes.md
@@ -952,10 +951,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/experiments/2026-12-01-playout-caps-after-41.md
     **{f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints=41 eval.every=0 "
        "loop.keep_checkpoints=100": THIRTY_MINUTES for seed in (91, 92)},
-    **_stage_runs("c", "caps", CAPS, "playout caps, half the moves searched cheaply"),
-    **{f"azshogi +experiment=cpu seed={seed} run=t{seed} resume=checkpoints/s{seed}/ckpt-00041.pt "
-       "loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=200":
-       Check(f"continues s{seed}'s checkpoint 41 with today's preset (two hours)") for seed in (91, 92)},
+    **_runs_from_41("c", "playout caps, half the moves searched cheaply", "caps", CAPS),
+    **_runs_from_41("t", "today's preset"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in CAPS_41),
     **{f"python docs/tools/heldout_loss.py --positions checkpoints/{positions}{seed}/ckpt-00100.pt --newest 2 "
        f"checkpoints/c{other}/ckpt-00100.pt checkpoints/t{other}/ckpt-00100.pt":
