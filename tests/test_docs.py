@@ -153,7 +153,7 @@ WINDOWS_LAUNCHER = r"azshogi-usi --make-launcher checkpoints\myrun\ckpt-00040.pt
 
 def _ms_a_call(output: str) -> None:
     """forward_cost.py: a line per batch size with its ms a call."""
-    assert re.search(r"^1x16 batch 4, 1 thread\(s\), fp32: [\d.]+ ms a call \(median of 1\)$", output, re.M), output
+    assert re.search(r"^1x16 batch 4, 1 thread\(s\), (fp32|bf16): [\d.]+ ms a call \(median of 1\)$", output, re.M), output
 
 
 def _profile_rows(folder: Path, output: str) -> None:
@@ -378,6 +378,11 @@ GROWING = ((61, "blocks:4,channels:48", 144.1, 110, 132, ("", " --openings rando
 GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
                       for pair in ((f"p{seed}g", f"ckpt-{grown:05d}.pt"), (f"p{seed}", f"ckpt-{ungrown:05d}.pt"),
                                    (f"p{seed}", f"ckpt-{grown:05d}.pt")))
+# 2026-12-02-growing-past-2-hours.md: seed, t's checkpoint the twins forked from, the minutes of the equal wall time,
+# the checkpoints of the grown run (g) and its twin (o) then
+LATE_GROWTH = ((92, 181, 226.2, 214, 217), (91, 161, 204.9, 195, 197))
+LATE_TWINS = tuple(pair for seed, _, _, grown, ungrown in LATE_GROWTH
+                   for pair in ((f"g{seed}", f"ckpt-{grown:05d}.pt"), (f"o{seed}", f"ckpt-{ungrown:05d}.pt")))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
@@ -413,9 +418,6 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
     """The commands of a growth pair (docs/experiments/2026-11-28-growing-*.md): the run to its fork at checkpoint 80,
     the twins, their wall times, and the matches at equal wall time and at equal checkpoints."""
     run, twin = f"p{seed}", f"p{seed}g"
-    a, b, same = (f"checkpoints/{twin}/ckpt-{grown:05d}.pt", f"checkpoints/{run}/ckpt-{ungrown:05d}.pt",
-                  f"checkpoints/{run}/ckpt-{grown:05d}.pt")
-    tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
     return [
         (f"azshogi +experiment=cpu seed={seed} run={run} loop.max_checkpoints=80 eval.every=0 "
          f"loop.keep_checkpoints=100 {NO_COOL} {GUMBEL_SCALE}",
@@ -428,14 +430,42 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
         (f"azshogi +experiment=cpu seed={seed} run={twin} eval.every=0 loop.keep_checkpoints=200 "
          f"'+stages.grow={{from_checkpoint:81,set:{{model:{{{size}}}}}}}' {NO_COOL} {GUMBEL_SCALE}",
          Check("trains until stopped, from checkpoint 80 (an hour and more); test_stages.py grows a network in a run")),
+        *_growth_matches(run, twin, minutes, grown, ungrown, openings, same_checkpoint=True),
+    ]
+
+
+def _growth_matches(run: str, twin: str, minutes: float, grown: int, ungrown: int, openings: tuple[str, ...],
+                    same_checkpoint: bool) -> list[tuple[str, object]]:
+    """A growth pair's wall times and matches: the grown twin against the run at equal wall time (and, with
+    `same_checkpoint`, at the grown one's checkpoint), each against Skill Level 2."""
+    a, b, same = (f"checkpoints/{twin}/ckpt-{grown:05d}.pt", f"checkpoints/{run}/ckpt-{ungrown:05d}.pt",
+                  f"checkpoints/{run}/ckpt-{grown:05d}.pt")
+    tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
+    return [
         (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at {minutes}",
          Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")),
         *((f"azshogi-arena search:{a} search:{b} -a nodes=192 -b nodes=192{opening} --games 100 --in-flight 100 "
            "--quiet", tiny) for opening in openings),
-        (f"azshogi-arena search:{a} search:{same} -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
-         "--in-flight 100 --quiet", tiny),
+        *([(f"azshogi-arena search:{a} search:{same} -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
+            "--in-flight 100 --quiet", tiny)] if same_checkpoint else []),
         _ladder_match(twin, f"ckpt-{grown:05d}.pt", "sf2", 192),
         _ladder_match(run, f"ckpt-{ungrown:05d}.pt", "sf2", 192),
+    ]
+
+
+def _growing_late(seed: int, fork: int, minutes: float, grown: int, ungrown: int) -> list[tuple[str, object]]:
+    """The commands of a growth pair past 2 hours (docs/experiments/2026-12-02-growing-past-2-hours.md): t's
+    checkpoint FORK on with the preset (o) and grown by a block after the next checkpoint's training (g)."""
+    start = f"azshogi +experiment=cpu seed={seed} run={{}} resume=checkpoints/t{seed}/ckpt-{fork:05d}.pt "
+    end = "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400"
+    grow = f"'+stages.grow={{from_checkpoint:{fork + 1},set:{{model:{{blocks:4,channels:32}}}}}}' "
+    return [
+        (start.format(f"o{seed}") + end, Check(f"continues t{seed} from checkpoint {fork} until stopped (an hour)")),
+        (start.format(f"g{seed}") + grow + end,
+         Check(f"continues t{seed} from checkpoint {fork} until stopped, grown by a block (an hour); "
+               "test_stages.py grows a network in a run")),
+        *_growth_matches(f"o{seed}", f"g{seed}", minutes, grown, ungrown, (" --openings random:8",),
+                         same_checkpoint=False),
     ]
 
 
@@ -962,6 +992,17 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        "loop.max_checkpoints=181 eval.every=0 loop.keep_checkpoints=200":
        Check(f"continues t{seed} for 40 checkpoints past 2 hours (40 minutes)") for seed in (91, 92)},
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in PAST_141),
+    # docs/experiments/2026-12-02-growing-past-2-hours.md
+    **{command: entry for growth in LATE_GROWTH for command, entry in _growing_late(*growth)},
+    **{f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
+       f"checkpoints/g{seed}/ckpt-{fork + 1:05d}.pt checkpoints/o{seed}/ckpt-{fork + 1:05d}.pt "
+       f"checkpoints/g{seed}/ckpt-{grown:05d}.pt checkpoints/o{seed}/ckpt-{ungrown:05d}.pt "
+       f"checkpoints/o{seed}/ckpt-{grown:05d}.pt":
+       Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       for (seed, fork, _, grown, ungrown), last, other in zip(LATE_GROWTH, (197, 217), (91, 92))},
+    "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
+        Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "--windows", "1"),
+            then=lambda folder, output: _ms_a_call(output)),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
@@ -1087,6 +1128,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
+         *LATE_TWINS,
          ("s91", "ckpt-00030.pt"))
 
 
