@@ -153,7 +153,8 @@ WINDOWS_LAUNCHER = r"azshogi-usi --make-launcher checkpoints\myrun\ckpt-00040.pt
 
 def _ms_a_call(output: str) -> None:
     """forward_cost.py: a line per batch size with its ms a call."""
-    assert re.search(r"^1x16 batch 4, 1 thread\(s\), (fp32|bf16): [\d.]+ ms a call \(median of 1\)$", output, re.M), output
+    line = r"^1x16 batch 4, 1 thread\(s\), (fp32|bf16): [\d.]+ ms a call \(median of 1\)$"
+    assert re.search(line, output, re.M), output
 
 
 def _profile_rows(folder: Path, output: str) -> None:
