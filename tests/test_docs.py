@@ -157,6 +157,11 @@ def _ms_a_call(output: str) -> None:
     assert re.search(line, output, re.M), output
 
 
+# forward_cost.py as documented, on a 1x16 network for one short window
+FORWARD_COST = Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "--windows", "1"),
+                   then=lambda folder, output: _ms_a_call(output))
+
+
 def _profile_rows(folder: Path, output: str) -> None:
     """engine_profile.py: a row per batch size and position, a cost per leaf, the parts' shares."""
     rows = re.findall(r"^ *(\d+) (startpos|mid11) +([\d.]+) +([\d.]+) +([\d.]+)  (.*)$", output, re.M)
@@ -457,12 +462,14 @@ def _growth_matches(run: str, twin: str, minutes: float, grown: int, ungrown: in
 def _growing_late(seed: int, fork: int, minutes: float, grown: int, ungrown: int) -> list[tuple[str, object]]:
     """The commands of a growth pair past 2 hours (docs/experiments/2026-12-02-growing-past-2-hours.md): t's
     checkpoint FORK on with the preset (o) and grown by a block after the next checkpoint's training (g)."""
-    start = f"azshogi +experiment=cpu seed={seed} run={{}} resume=checkpoints/t{seed}/ckpt-{fork:05d}.pt "
-    end = "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400"
+    def run(name: str, stage: str = "") -> str:
+        return (f"azshogi +experiment=cpu seed={seed} run={name}{seed} resume=checkpoints/t{seed}/ckpt-{fork:05d}.pt "
+                f"{stage}loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400")
+
     grow = f"'+stages.grow={{from_checkpoint:{fork + 1},set:{{model:{{blocks:4,channels:32}}}}}}' "
     return [
-        (start.format(f"o{seed}") + end, Check(f"continues t{seed} from checkpoint {fork} until stopped (an hour)")),
-        (start.format(f"g{seed}") + grow + end,
+        (run("o"), Check(f"continues t{seed} from checkpoint {fork} until stopped (an hour)")),
+        (run("g", grow),
          Check(f"continues t{seed} from checkpoint {fork} until stopped, grown by a block (an hour); "
                "test_stages.py grows a network in a run")),
         *_growth_matches(f"o{seed}", f"g{seed}", minutes, grown, ungrown, (" --openings random:8",),
@@ -587,8 +594,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "bench.seconds=5 bench.warmup_seconds=3 bench.repeats=3":
         Check(BENCH + " (test_two_groups_a_worker_queue_a_batch_behind_the_running_one: the delay network)"),
     "python docs/tools/forward_cost.py --model 3x32 --batches 8,128 --threads 1":
-        Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "--windows", "1"),
-            then=lambda folder, output: _ms_a_call(output)),
+        FORWARD_COST,
     "azshogi-bench +experiment=cpu device=cpu bench.seconds=5 bench.warmup_seconds=3 bench.repeats=3": Check(BENCH),
     "azshogi model=tiny selfplay.num_workers=1 device=cpu":
         Check(HOUR + "; test_workers.py's SIGTERM test checks such a run's workers import no torch"),
@@ -1000,10 +1006,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
        f"checkpoints/g{seed}/ckpt-{grown:05d}.pt checkpoints/o{seed}/ckpt-{ungrown:05d}.pt "
        f"checkpoints/o{seed}/ckpt-{grown:05d}.pt":
        Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
-       for (seed, fork, _, grown, ungrown), last, other in zip(LATE_GROWTH, (197, 217), (91, 92))},
+       for (seed, fork, _, grown, ungrown), (other, _, _, _, last) in zip(LATE_GROWTH, LATE_GROWTH[::-1])},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
-        Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "--windows", "1"),
-            then=lambda folder, output: _ms_a_call(output)),
+        FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline
