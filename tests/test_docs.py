@@ -389,6 +389,11 @@ GROWING_TWINS = tuple(pair for seed, _, _, grown, ungrown, _ in GROWING
 LATE_GROWTH = ((92, 181, 226.2, 214, 217), (91, 161, 204.9, 195, 197))
 LATE_TWINS = tuple(pair for seed, _, _, grown, ungrown in LATE_GROWTH
                    for pair in ((f"g{seed}", f"ckpt-{grown:05d}.pt"), (f"o{seed}", f"ckpt-{ungrown:05d}.pt")))
+# 2026-12-02-growing-wider-or-faster.md: seed, the fork, and at equal wall time the checkpoints of x (4x48), of r
+# (4x32 at the undropped rate for 10 checkpoints) and of their twin o
+WIDER_OR_FASTER = ((92, 181, 205, 214, 217), (91, 161, 184, 195, 197))
+WIDER_OR_FASTER_RUNS = tuple((f"{name}{seed}", f"ckpt-{c:05d}.pt") for seed, _, wide, fast, _ in WIDER_OR_FASTER
+                             for name, c in (("x", wide), ("r", fast)))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
@@ -419,6 +424,10 @@ GUMBEL_SCALE = "search.c_scale=0.1"  # the cpu preset's c_scale until 2026-11-28
 MORNING = f"model.blocks=4 model.channels=48 {NARROW}"  # and its network
 
 
+WALL_TIMES = Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")
+HELDOUT = Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+
+
 def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
              openings: tuple[str, ...]) -> list[tuple[str, object]]:
     """The commands of a growth pair (docs/experiments/2026-11-28-growing-*.md): the run to its fork at checkpoint 80,
@@ -440,16 +449,16 @@ def _growing(seed: int, size: str, minutes: float, grown: int, ungrown: int,
     ]
 
 
-def _growth_matches(run: str, twin: str, minutes: float, grown: int, ungrown: int, openings: tuple[str, ...],
-                    same_checkpoint: bool) -> list[tuple[str, object]]:
-    """A growth pair's wall times and matches: the grown twin against the run at equal wall time (and, with
-    `same_checkpoint`, at the grown one's checkpoint), each against Skill Level 2."""
+def _growth_matches(run: str, twin: str, minutes: Optional[float], grown: int, ungrown: int,
+                    openings: tuple[str, ...], same_checkpoint: bool) -> list[tuple[str, object]]:
+    """A growth pair's wall times (with `minutes`: the pair ran side by side) and matches: the grown twin against the
+    run at equal wall time (and, with `same_checkpoint`, at the grown one's checkpoint), each against Skill Level 2."""
     a, b, same = (f"checkpoints/{twin}/ckpt-{grown:05d}.pt", f"checkpoints/{run}/ckpt-{ungrown:05d}.pt",
                   f"checkpoints/{run}/ckpt-{grown:05d}.pt")
     tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
     return [
-        (f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at {minutes}",
-         Check("needs runs' checkpoints; test_stages.py runs the tool on a tiny run's")),
+        *([(f"python docs/tools/wall_times.py checkpoints/{run} checkpoints/{twin} --at {minutes}", WALL_TIMES)]
+          if minutes is not None else []),
         *((f"azshogi-arena search:{a} search:{b} -a nodes=192 -b nodes=192{opening} --games 100 --in-flight 100 "
            "--quiet", tiny) for opening in openings),
         *([(f"azshogi-arena search:{a} search:{same} -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
@@ -459,21 +468,51 @@ def _growth_matches(run: str, twin: str, minutes: float, grown: int, ungrown: in
     ]
 
 
+def _late_run(seed: int, fork: int, name: str, stages: str = "") -> str:
+    """A run past 2 hours from t's checkpoint FORK with today's preset and STAGES (2026-12-02-growing-*.md)."""
+    return (f"azshogi +experiment=cpu seed={seed} run={name}{seed} resume=checkpoints/t{seed}/ckpt-{fork:05d}.pt "
+            f"{stages}loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400")
+
+
+def _grow_stage(fork: int, size: str = "blocks:4,channels:32") -> str:
+    return f"'+stages.grow={{from_checkpoint:{fork + 1},set:{{model:{{{size}}}}}}}' "
+
+
 def _growing_late(seed: int, fork: int, minutes: float, grown: int, ungrown: int) -> list[tuple[str, object]]:
     """The commands of a growth pair past 2 hours (docs/experiments/2026-12-02-growing-past-2-hours.md): t's
     checkpoint FORK on with the preset (o) and grown by a block after the next checkpoint's training (g)."""
-    def run(name: str, stage: str = "") -> str:
-        return (f"azshogi +experiment=cpu seed={seed} run={name}{seed} resume=checkpoints/t{seed}/ckpt-{fork:05d}.pt "
-                f"{stage}loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400")
-
-    grow = f"'+stages.grow={{from_checkpoint:{fork + 1},set:{{model:{{blocks:4,channels:32}}}}}}' "
     return [
-        (run("o"), Check(f"continues t{seed} from checkpoint {fork} until stopped (an hour)")),
-        (run("g", grow),
+        (_late_run(seed, fork, "o"), Check(f"continues t{seed} from checkpoint {fork} until stopped (an hour)")),
+        (_late_run(seed, fork, "g", _grow_stage(fork)),
          Check(f"continues t{seed} from checkpoint {fork} until stopped, grown by a block (an hour); "
                "test_stages.py grows a network in a run")),
         *_growth_matches(f"o{seed}", f"g{seed}", minutes, grown, ungrown, (" --openings random:8",),
                          same_checkpoint=False),
+    ]
+
+
+def _wider_or_faster(seed: int, fork: int, wide: int, fast: int, ungrown: int) -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-02-growing-wider-or-faster.md: t's checkpoint FORK grown to 4x48 (x)
+    and by a block at the undropped rate for 10 checkpoints (r), their times a checkpoint beside each other, their
+    held-out losses and their matches at equal wall time (x's checkpoint WIDE, r's FAST, the twin o's UNGROWN)."""
+    rewarm = f"'+stages.rewarm={{from_checkpoint:{fork + 1},until_checkpoint:{fork + 11},set:{{train:{{lr:0.001}}}}}}' "
+    other, *_, last = next(pair for pair in WIDER_OR_FASTER if pair[0] != seed)  # the other seed's positions
+    heldout = (f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
+               f"checkpoints/x{seed}/ckpt-{fork + 1:05d}.pt checkpoints/o{seed}/ckpt-{fork + 1:05d}.pt "
+               f"checkpoints/x{seed}/ckpt-{wide:05d}.pt checkpoints/r{seed}/ckpt-{fast:05d}.pt "
+               f"checkpoints/o{seed}/ckpt-{ungrown:05d}.pt")
+    return [
+        (_late_run(seed, fork, "x", _grow_stage(fork, "blocks:4,channels:48")),
+         Check(f"continues t{seed} from checkpoint {fork} until stopped, grown to 4x48 (an hour); "
+               "test_stages.py grows a network in a run")),
+        (_late_run(seed, fork, "r", _grow_stage(fork) + rewarm),
+         Check(f"continues t{seed} from checkpoint {fork} until stopped, grown by a block at the undropped rate for "
+               "10 checkpoints (an hour); test_stages.py grows a network in a run")),
+        (f"python docs/tools/wall_times.py checkpoints/x{seed} checkpoints/r{seed}", WALL_TIMES),
+        (heldout, HELDOUT),
+        *(entry for name, grown in (("x", wide), ("r", fast))
+          for entry in _growth_matches(f"o{seed}", f"{name}{seed}", None, grown, ungrown, (" --openings random:8",),
+                                       same_checkpoint=False)),
     ]
 
 
@@ -838,8 +877,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Run(ARENA + ("-a", "simulations=2", "-a", "considered=2"), needs="fairy-stockfish",
             then=functools.partial(_ladder_played, rungs=("sf0",))),
     **{f"python docs/tools/heldout_loss.py --positions checkpoints/{run}/ckpt-00141.pt checkpoints/d3/ckpt-00141.pt "
-       "checkpoints/l1/ckpt-00141.pt checkpoints/l2/ckpt-00141.pt":
-       Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       "checkpoints/l1/ckpt-00141.pt checkpoints/l2/ckpt-00141.pt": HELDOUT
        for run in ("d3", "l1", "l2")},
     # a network grown without starting over (nn/growth.py)
     "azshogi +experiment=cpu seed=1 run=g12 loop.max_checkpoints=12 eval.every=0 loop.keep_checkpoints=100 "
@@ -992,8 +1030,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **_runs_from_41("t", "today's preset"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in CAPS_41),
     **{f"python docs/tools/heldout_loss.py --positions checkpoints/{positions}{seed}/ckpt-00100.pt --newest 2 "
-       f"checkpoints/c{other}/ckpt-00100.pt checkpoints/t{other}/ckpt-00100.pt":
-       Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       f"checkpoints/c{other}/ckpt-00100.pt checkpoints/t{other}/ckpt-00100.pt": HELDOUT
        for seed, other in ((92, 91), (91, 92)) for positions in "tc"},
     **{f"azshogi +experiment=cpu seed={seed} run=t{seed} resume=checkpoints/t{seed}/ckpt-00141.pt "
        "loop.max_checkpoints=181 eval.every=0 loop.keep_checkpoints=200":
@@ -1004,9 +1041,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
        f"checkpoints/g{seed}/ckpt-{fork + 1:05d}.pt checkpoints/o{seed}/ckpt-{fork + 1:05d}.pt "
        f"checkpoints/g{seed}/ckpt-{grown:05d}.pt checkpoints/o{seed}/ckpt-{ungrown:05d}.pt "
-       f"checkpoints/o{seed}/ckpt-{grown:05d}.pt":
-       Skip("needs runs' replay stores; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       f"checkpoints/o{seed}/ckpt-{grown:05d}.pt": HELDOUT
        for (seed, fork, _, grown, ungrown), (other, _, _, _, last) in zip(LATE_GROWTH, LATE_GROWTH[::-1])},
+    # docs/experiments/2026-12-02-growing-wider-or-faster.md
+    **{command: entry for pair in WIDER_OR_FASTER for command, entry in _wider_or_faster(*pair)},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1134,7 +1172,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
-         *LATE_TWINS,
+         *LATE_TWINS, *WIDER_OR_FASTER_RUNS,
          ("s91", "ckpt-00030.pt"))
 
 
