@@ -475,7 +475,16 @@ def _late_run(seed: int, fork: int, name: str, stages: str = "") -> str:
 
 
 def _grow_stage(fork: int, size: str = "blocks:4,channels:32") -> str:
+    """The stage that grows a late run's network after the checkpoint past FORK."""
     return f"'+stages.grow={{from_checkpoint:{fork + 1},set:{{model:{{{size}}}}}}}' "
+
+
+def _late_heldout(seed: int, *checkpoints: tuple[str, int]) -> tuple[str, Skip]:
+    """heldout_loss.py on the late runs' CHECKPOINTS of SEED (run, number), scored on the newest positions of the other
+    seed's twin o at its equal-wall-time checkpoint (2026-12-02-growing-*.md)."""
+    other, *_, last = next(growth for growth in LATE_GROWTH if growth[0] != seed)
+    return (f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
+            + " ".join(f"checkpoints/{run}{seed}/ckpt-{number:05d}.pt" for run, number in checkpoints), HELDOUT)
 
 
 def _growing_late(seed: int, fork: int, minutes: float, grown: int, ungrown: int) -> list[tuple[str, object]]:
@@ -486,6 +495,7 @@ def _growing_late(seed: int, fork: int, minutes: float, grown: int, ungrown: int
         (_late_run(seed, fork, "g", _grow_stage(fork)),
          Check(f"continues t{seed} from checkpoint {fork} until stopped, grown by a block (an hour); "
                "test_stages.py grows a network in a run")),
+        _late_heldout(seed, ("g", fork + 1), ("o", fork + 1), ("g", grown), ("o", ungrown), ("o", grown)),
         *_growth_matches(f"o{seed}", f"g{seed}", minutes, grown, ungrown, (" --openings random:8",),
                          same_checkpoint=False),
     ]
@@ -496,11 +506,6 @@ def _wider_or_faster(seed: int, fork: int, wide: int, fast: int, ungrown: int) -
     and by a block at the undropped rate for 10 checkpoints (r), their times a checkpoint beside each other, their
     held-out losses and their matches at equal wall time (x's checkpoint WIDE, r's FAST, the twin o's UNGROWN)."""
     rewarm = f"'+stages.rewarm={{from_checkpoint:{fork + 1},until_checkpoint:{fork + 11},set:{{train:{{lr:0.001}}}}}}' "
-    other, *_, last = next(pair for pair in WIDER_OR_FASTER if pair[0] != seed)  # the other seed's positions
-    heldout = (f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
-               f"checkpoints/x{seed}/ckpt-{fork + 1:05d}.pt checkpoints/o{seed}/ckpt-{fork + 1:05d}.pt "
-               f"checkpoints/x{seed}/ckpt-{wide:05d}.pt checkpoints/r{seed}/ckpt-{fast:05d}.pt "
-               f"checkpoints/o{seed}/ckpt-{ungrown:05d}.pt")
     return [
         (_late_run(seed, fork, "x", _grow_stage(fork, "blocks:4,channels:48")),
          Check(f"continues t{seed} from checkpoint {fork} until stopped, grown to 4x48 (an hour); "
@@ -509,7 +514,7 @@ def _wider_or_faster(seed: int, fork: int, wide: int, fast: int, ungrown: int) -
          Check(f"continues t{seed} from checkpoint {fork} until stopped, grown by a block at the undropped rate for "
                "10 checkpoints (an hour); test_stages.py grows a network in a run")),
         (f"python docs/tools/wall_times.py checkpoints/x{seed} checkpoints/r{seed}", WALL_TIMES),
-        (heldout, HELDOUT),
+        _late_heldout(seed, ("x", fork + 1), ("o", fork + 1), ("x", wide), ("r", fast), ("o", ungrown)),
         *(entry for name, grown in (("x", wide), ("r", fast))
           for entry in _growth_matches(f"o{seed}", f"{name}{seed}", None, grown, ungrown, (" --openings random:8",),
                                        same_checkpoint=False)),
@@ -1038,11 +1043,6 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in PAST_141),
     # docs/experiments/2026-12-02-growing-past-2-hours.md
     **{command: entry for growth in LATE_GROWTH for command, entry in _growing_late(*growth)},
-    **{f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
-       f"checkpoints/g{seed}/ckpt-{fork + 1:05d}.pt checkpoints/o{seed}/ckpt-{fork + 1:05d}.pt "
-       f"checkpoints/g{seed}/ckpt-{grown:05d}.pt checkpoints/o{seed}/ckpt-{ungrown:05d}.pt "
-       f"checkpoints/o{seed}/ckpt-{grown:05d}.pt": HELDOUT
-       for (seed, fork, _, grown, ungrown), (other, _, _, _, last) in zip(LATE_GROWTH, LATE_GROWTH[::-1])},
     # docs/experiments/2026-12-02-growing-wider-or-faster.md
     **{command: entry for pair in WIDER_OR_FASTER for command, entry in _wider_or_faster(*pair)},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
