@@ -394,6 +394,11 @@ LATE_TWINS = tuple(pair for seed, _, _, grown, ungrown in LATE_GROWTH
 WIDER_OR_FASTER = ((92, 181, 205, 214, 217), (91, 161, 184, 195, 197))
 WIDER_OR_FASTER_RUNS = tuple((f"{name}{seed}", f"ckpt-{c:05d}.pt") for seed, _, wide, fast, _ in WIDER_OR_FASTER
                              for name, c in (("x", wide), ("r", fast)))
+# 2026-12-02-growing-wider-longer.md: x (y) and its twin o (u) on side by side from their equal-wall-time
+# checkpoints above (WIDER_OR_FASTER): seed, y's and u's first checkpoints, and at equal wall time y's and u's last
+WIDER_LONGER = ((92, 205, 217, 253, 292), (91, 184, 197, 232, 270))
+WIDER_LONGER_RUNS = tuple(pair for seed, *_, wide, ungrown in WIDER_LONGER
+                          for pair in ((f"y{seed}", f"ckpt-{wide:05d}.pt"), (f"u{seed}", f"ckpt-{ungrown:05d}.pt")))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
@@ -518,6 +523,28 @@ def _wider_or_faster(seed: int, fork: int, wide: int, fast: int, ungrown: int) -
         *(entry for name, grown in (("x", wide), ("r", fast))
           for entry in _growth_matches(f"o{seed}", f"{name}{seed}", None, grown, ungrown, (" --openings random:8",),
                                        same_checkpoint=False)),
+    ]
+
+
+def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungrown: int) -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-02-growing-wider-longer.md: x's checkpoint WIDE_FROM on as y and its
+    twin o's UNGROWN_FROM on as u, side by side, their wall times and the match at equal wall time (y's WIDE, u's
+    UNGROWN)."""
+    fork = next(growth[1] for growth in WIDER_OR_FASTER if growth[0] == seed)
+    grow = _grow_stage(fork, "blocks:4,channels:48")
+    return [
+        (f"azshogi +experiment=cpu seed={seed} run=y{seed} resume=checkpoints/x{seed}/ckpt-{wide_from:05d}.pt "
+         f"{grow}loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
+         Check(f"continues x{seed} from checkpoint {wide_from} until stopped (an hour and a half)")),
+        (f"azshogi +experiment=cpu seed={seed} run=u{seed} resume=checkpoints/o{seed}/ckpt-{ungrown_from:05d}.pt "
+         "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
+         Check(f"continues o{seed} from checkpoint {ungrown_from} until stopped (an hour and a half)")),
+        (f"python docs/tools/wall_times.py checkpoints/x{seed} checkpoints/y{seed} checkpoints/o{seed} "
+         f"checkpoints/u{seed}", WALL_TIMES),
+        (f"azshogi-arena search:checkpoints/y{seed}/ckpt-{wide:05d}.pt "
+         f"search:checkpoints/u{seed}/ckpt-{ungrown:05d}.pt -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
+         "--in-flight 100 --quiet",
+         Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))),
     ]
 
 
@@ -1045,6 +1072,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for growth in LATE_GROWTH for command, entry in _growing_late(*growth)},
     # docs/experiments/2026-12-02-growing-wider-or-faster.md
     **{command: entry for pair in WIDER_OR_FASTER for command, entry in _wider_or_faster(*pair)},
+    **{command: entry for pair in WIDER_LONGER for command, entry in _wider_longer(*pair)},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1172,7 +1200,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
-         *LATE_TWINS, *WIDER_OR_FASTER_RUNS,
+         *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS,
          ("s91", "ckpt-00030.pt"))
 
 
