@@ -395,10 +395,13 @@ WIDER_OR_FASTER = ((92, 181, 205, 214, 217), (91, 161, 184, 195, 197))
 WIDER_OR_FASTER_RUNS = tuple((f"{name}{seed}", f"ckpt-{c:05d}.pt") for seed, _, wide, fast, _ in WIDER_OR_FASTER
                              for name, c in (("x", wide), ("r", fast)))
 # 2026-12-02-growing-wider-longer.md: x (y) and its twin o (u) on side by side from their equal-wall-time
-# checkpoints above (WIDER_OR_FASTER): seed, y's and u's first checkpoints, and at equal wall time y's and u's last
-WIDER_LONGER = ((92, 205, 217, 253, 292), (91, 184, 197, 232, 270))
-WIDER_LONGER_RUNS = tuple(pair for seed, *_, wide, ungrown in WIDER_LONGER
-                          for pair in ((f"y{seed}", f"ckpt-{wide:05d}.pt"), (f"u{seed}", f"ckpt-{ungrown:05d}.pt")))
+# checkpoints above (WIDER_OR_FASTER): seed, y's and u's first checkpoints, at equal wall time y's and u's last, and
+# u's checkpoints between played against Skill Level 2
+WIDER_LONGER = ((92, 205, 217, 253, 292, (242, 267)), (91, 184, 197, 232, 270, (222, 247)))
+WIDER_LONGER_RUNS = tuple(pair for seed, wide_from, _, wide, ungrown, between in WIDER_LONGER
+                          for pair in ((f"y{seed}", f"ckpt-{wide:05d}.pt"), (f"u{seed}", f"ckpt-{ungrown:05d}.pt"),
+                                       (f"o{seed}", f"ckpt-{wide_from:05d}.pt"), (f"u{seed}", f"ckpt-{wide:05d}.pt"),
+                                       *((f"u{seed}", f"ckpt-{c:05d}.pt") for c in between)))
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
@@ -526,13 +529,27 @@ def _wider_or_faster(seed: int, fork: int, wide: int, fast: int, ungrown: int) -
     ]
 
 
-def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungrown: int) -> list[tuple[str, object]]:
+def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungrown: int,
+                  between: tuple[int, ...]) -> list[tuple[str, object]]:
     """The commands of docs/experiments/2026-12-02-growing-wider-longer.md: x's checkpoint WIDE_FROM on as y and its
-    twin o's UNGROWN_FROM on as u, side by side, their wall times and the match at equal wall time (y's WIDE, u's
-    UNGROWN)."""
+    twin o's UNGROWN_FROM on as u, side by side, their wall times, the match at equal wall time (y's WIDE, u's
+    UNGROWN), the matches at equal checkpoints (x and o at WIDE_FROM, y and u at WIDE), and Skill Level 2 against y's
+    WIDE and u's BETWEEN and UNGROWN (and Skill Level 4 against seed 92's last), and y's and u's held-out losses on the
+    other seed's last u positions."""
     fork = next(growth[1] for growth in WIDER_OR_FASTER if growth[0] == seed)
     grow = _grow_stage(fork, "blocks:4,channels:48")
+    other, other_last = next((pair[0], pair[4]) for pair in WIDER_LONGER if pair[0] != seed)
+    tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
     return [
+        *((f"azshogi-arena search:checkpoints/{a}{seed}/ckpt-{c:05d}.pt search:checkpoints/{b}{seed}/ckpt-{c:05d}.pt "
+           "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet", tiny)
+          for a, b, c in (("x", "o", wide_from), ("y", "u", wide))),
+        _ladder_match(f"y{seed}", f"ckpt-{wide:05d}.pt", "sf2", 192),
+        *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", "sf2", 192) for c in (*between, ungrown)),
+        *([_ladder_match(f"u{seed}", f"ckpt-{ungrown:05d}.pt", "sf4", 192)] if seed == 92 else []),
+        (f"python docs/tools/heldout_loss.py --positions checkpoints/u{other}/ckpt-{other_last:05d}.pt --newest 2 "
+         f"checkpoints/y{seed}/ckpt-{wide:05d}.pt checkpoints/u{seed}/ckpt-{wide:05d}.pt "
+         f"checkpoints/u{seed}/ckpt-{ungrown:05d}.pt", HELDOUT),
         (f"azshogi +experiment=cpu seed={seed} run=y{seed} resume=checkpoints/x{seed}/ckpt-{wide_from:05d}.pt "
          f"{grow}loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
          Check(f"continues x{seed} from checkpoint {wide_from} until stopped (an hour and a half)")),
@@ -543,8 +560,7 @@ def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungro
          f"checkpoints/u{seed}", WALL_TIMES),
         (f"azshogi-arena search:checkpoints/y{seed}/ckpt-{wide:05d}.pt "
          f"search:checkpoints/u{seed}/ckpt-{ungrown:05d}.pt -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
-         "--in-flight 100 --quiet",
-         Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))),
+         "--in-flight 100 --quiet", tiny),
     ]
 
 
