@@ -396,9 +396,9 @@ WIDER_OR_FASTER_RUNS = tuple((f"{name}{seed}", f"ckpt-{c:05d}.pt") for seed, _, 
                              for name, c in (("x", wide), ("r", fast)))
 # 2026-12-02-growing-wider-longer.md: x (y) and its twin o (u) on side by side from their equal-wall-time
 # checkpoints above (WIDER_OR_FASTER): seed, y's and u's first checkpoints, at equal wall time y's and u's last, and
-# u's checkpoints between played against Skill Level 2
-WIDER_LONGER = ((92, 205, 217, 253, 292, (242, 267)), (91, 184, 197, 232, 270, (222, 247)))
-WIDER_LONGER_RUNS = tuple(pair for seed, wide_from, _, wide, ungrown, between in WIDER_LONGER
+# u's checkpoints between played against Skill Level 2, and the rungs u's last played
+WIDER_LONGER = ((92, 205, 217, 253, 292, (242, 267), ("sf2", "sf4")), (91, 184, 197, 232, 270, (222, 247), ("sf2",)))
+WIDER_LONGER_RUNS = tuple(pair for seed, wide_from, _, wide, ungrown, between, _ in WIDER_LONGER
                           for pair in ((f"y{seed}", f"ckpt-{wide:05d}.pt"), (f"u{seed}", f"ckpt-{ungrown:05d}.pt"),
                                        (f"o{seed}", f"ckpt-{wide_from:05d}.pt"), (f"u{seed}", f"ckpt-{wide:05d}.pt"),
                                        *((f"u{seed}", f"ckpt-{c:05d}.pt") for c in between)))
@@ -530,23 +530,23 @@ def _wider_or_faster(seed: int, fork: int, wide: int, fast: int, ungrown: int) -
 
 
 def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungrown: int,
-                  between: tuple[int, ...]) -> list[tuple[str, object]]:
+                  between: tuple[int, ...], last_rungs: tuple[str, ...]) -> list[tuple[str, object]]:
     """The commands of docs/experiments/2026-12-02-growing-wider-longer.md: x's checkpoint WIDE_FROM on as y and its
     twin o's UNGROWN_FROM on as u, side by side, their wall times, the match at equal wall time (y's WIDE, u's
-    UNGROWN), the matches at equal checkpoints (x and o at WIDE_FROM, y and u at WIDE), and Skill Level 2 against y's
-    WIDE and u's BETWEEN and UNGROWN (and Skill Level 4 against seed 92's last), and y's and u's held-out losses on the
-    other seed's last u positions."""
+    UNGROWN), the matches at equal checkpoints (x and o at WIDE_FROM, y and u at WIDE), Skill Level 2 against y's WIDE
+    and u's BETWEEN, u's UNGROWN against each of LAST_RUNGS, and y's and u's held-out losses on the other seed's last u
+    positions."""
     fork = next(growth[1] for growth in WIDER_OR_FASTER if growth[0] == seed)
     grow = _grow_stage(fork, "blocks:4,channels:48")
-    other, other_last = next((pair[0], pair[4]) for pair in WIDER_LONGER if pair[0] != seed)
-    tiny = Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4"))
+    other, *_, other_last, _, _ = next(pair for pair in WIDER_LONGER if pair[0] != seed)
     return [
-        *((f"azshogi-arena search:checkpoints/{a}{seed}/ckpt-{c:05d}.pt search:checkpoints/{b}{seed}/ckpt-{c:05d}.pt "
-           "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet", tiny)
-          for a, b, c in (("x", "o", wide_from), ("y", "u", wide))),
+        *((f"azshogi-arena search:checkpoints/{a}{seed}/ckpt-{ca:05d}.pt search:checkpoints/{b}{seed}/ckpt-{cb:05d}.pt "
+           "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet",
+           Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")))
+          for a, ca, b, cb in (("x", wide_from, "o", wide_from), ("y", wide, "u", wide), ("y", wide, "u", ungrown))),
         _ladder_match(f"y{seed}", f"ckpt-{wide:05d}.pt", "sf2", 192),
-        *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", "sf2", 192) for c in (*between, ungrown)),
-        *([_ladder_match(f"u{seed}", f"ckpt-{ungrown:05d}.pt", "sf4", 192)] if seed == 92 else []),
+        *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", "sf2", 192) for c in between),
+        *(_ladder_match(f"u{seed}", f"ckpt-{ungrown:05d}.pt", rung, 192) for rung in last_rungs),
         (f"python docs/tools/heldout_loss.py --positions checkpoints/u{other}/ckpt-{other_last:05d}.pt --newest 2 "
          f"checkpoints/y{seed}/ckpt-{wide:05d}.pt checkpoints/u{seed}/ckpt-{wide:05d}.pt "
          f"checkpoints/u{seed}/ckpt-{ungrown:05d}.pt", HELDOUT),
@@ -558,9 +558,6 @@ def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungro
          Check(f"continues o{seed} from checkpoint {ungrown_from} until stopped (an hour and a half)")),
         (f"python docs/tools/wall_times.py checkpoints/x{seed} checkpoints/y{seed} checkpoints/o{seed} "
          f"checkpoints/u{seed}", WALL_TIMES),
-        (f"azshogi-arena search:checkpoints/y{seed}/ckpt-{wide:05d}.pt "
-         f"search:checkpoints/u{seed}/ckpt-{ungrown:05d}.pt -a nodes=192 -b nodes=192 --openings random:8 --games 100 "
-         "--in-flight 100 --quiet", tiny),
     ]
 
 
