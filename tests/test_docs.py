@@ -402,6 +402,11 @@ WIDER_LONGER_RUNS = tuple(pair for seed, wide_from, _, wide, ungrown, between, _
                           for pair in ((f"y{seed}", f"ckpt-{wide:05d}.pt"), (f"u{seed}", f"ckpt-{ungrown:05d}.pt"),
                                        (f"o{seed}", f"ckpt-{wide_from:05d}.pt"), (f"u{seed}", f"ckpt-{wide:05d}.pt"),
                                        *((f"u{seed}", f"ckpt-{c:05d}.pt") for c in between)))
+# 2026-12-02-the-twins-past-4-hours.md: the twins u on from their last checkpoints above (WIDER_LONGER), side by
+# side: seed, the checkpoints matched, the rung they played, the last one's second rung
+PAST_FOUR_HOURS = ((92, (317, 342, 367, 392), "sf4", "sf5"), (91, (295, 320, 345, 370), "sf2", "sf4"))
+PAST_FOUR_HOURS_RUNS = tuple((f"u{seed}", f"ckpt-{c:05d}.pt") for seed, checkpoints, *_ in PAST_FOUR_HOURS
+                             for c in checkpoints)
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
@@ -558,6 +563,25 @@ def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungro
          Check(f"continues o{seed} from checkpoint {ungrown_from} until stopped (an hour and a half)")),
         (f"python docs/tools/wall_times.py checkpoints/x{seed} checkpoints/y{seed} checkpoints/o{seed} "
          f"checkpoints/u{seed}", WALL_TIMES),
+    ]
+
+
+def _past_four_hours(seed: int, checkpoints: tuple[int, ...], rung: str, last_rung: str) -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-02-the-twins-past-4-hours.md: u on from its newest checkpoint, its
+    wall times, CHECKPOINTS against RUNG and the last against LAST_RUNG too, and the held-out losses of u's last
+    checkpoint above and its last here on the other seed's last positions."""
+    other, other_checkpoints, *_ = next(past for past in PAST_FOUR_HOURS if past[0] != seed)
+    before = next(longer[4] for longer in WIDER_LONGER if longer[0] == seed)
+    return [
+        (f"azshogi +experiment=cpu seed={seed} run=u{seed} loop.max_checkpoints=400 eval.every=0 "
+         "loop.keep_checkpoints=400",
+         Check(f"continues u{seed} from its newest checkpoint until stopped (an hour and a half)")),
+        (f"python docs/tools/wall_times.py checkpoints/u{seed}", WALL_TIMES),
+        *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", rung, 192) for c in checkpoints),
+        _ladder_match(f"u{seed}", f"ckpt-{checkpoints[-1]:05d}.pt", last_rung, 192),
+        (f"python docs/tools/heldout_loss.py --positions checkpoints/u{other}/ckpt-{other_checkpoints[-1]:05d}.pt "
+         f"--newest 2 checkpoints/u{seed}/ckpt-{before:05d}.pt checkpoints/u{seed}/ckpt-{checkpoints[-1]:05d}.pt",
+         HELDOUT),
     ]
 
 
@@ -1086,6 +1110,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/experiments/2026-12-02-growing-wider-or-faster.md
     **{command: entry for pair in WIDER_OR_FASTER for command, entry in _wider_or_faster(*pair)},
     **{command: entry for pair in WIDER_LONGER for command, entry in _wider_longer(*pair)},
+    **{command: entry for past in PAST_FOUR_HOURS for command, entry in _past_four_hours(*past)},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1213,7 +1238,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
-         *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS,
+         *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS,
          ("s91", "ckpt-00030.pt"))
 
 
