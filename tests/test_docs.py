@@ -492,12 +492,19 @@ def _grow_stage(fork: int, size: str = "blocks:4,channels:32") -> str:
     return f"'+stages.grow={{from_checkpoint:{fork + 1},set:{{model:{{{size}}}}}}}' "
 
 
+def _heldout(positions: tuple[str, int], *checkpoints: tuple[str, int]) -> tuple[str, Skip]:
+    """heldout_loss.py on CHECKPOINTS (run, number), scored on the newest 2 segments of the positions of POSITIONS'
+    replay window."""
+    run, number = positions
+    return (f"python docs/tools/heldout_loss.py --positions checkpoints/{run}/ckpt-{number:05d}.pt --newest 2 "
+            + " ".join(f"checkpoints/{run}/ckpt-{number:05d}.pt" for run, number in checkpoints), HELDOUT)
+
+
 def _late_heldout(seed: int, *checkpoints: tuple[str, int]) -> tuple[str, Skip]:
     """heldout_loss.py on the late runs' CHECKPOINTS of SEED (run, number), scored on the newest positions of the other
     seed's twin o at its equal-wall-time checkpoint (2026-12-02-growing-*.md)."""
     other, *_, last = next(growth for growth in LATE_GROWTH if growth[0] != seed)
-    return (f"python docs/tools/heldout_loss.py --positions checkpoints/o{other}/ckpt-{last:05d}.pt --newest 2 "
-            + " ".join(f"checkpoints/{run}{seed}/ckpt-{number:05d}.pt" for run, number in checkpoints), HELDOUT)
+    return _heldout((f"o{other}", last), *((f"{run}{seed}", number) for run, number in checkpoints))
 
 
 def _growing_late(seed: int, fork: int, minutes: float, grown: int, ungrown: int) -> list[tuple[str, object]]:
@@ -552,9 +559,7 @@ def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungro
         _ladder_match(f"y{seed}", f"ckpt-{wide:05d}.pt", "sf2", 192),
         *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", "sf2", 192) for c in between),
         *(_ladder_match(f"u{seed}", f"ckpt-{ungrown:05d}.pt", rung, 192) for rung in last_rungs),
-        (f"python docs/tools/heldout_loss.py --positions checkpoints/u{other}/ckpt-{other_last:05d}.pt --newest 2 "
-         f"checkpoints/y{seed}/ckpt-{wide:05d}.pt checkpoints/u{seed}/ckpt-{wide:05d}.pt "
-         f"checkpoints/u{seed}/ckpt-{ungrown:05d}.pt", HELDOUT),
+        _heldout((f"u{other}", other_last), (f"y{seed}", wide), (f"u{seed}", wide), (f"u{seed}", ungrown)),
         (f"azshogi +experiment=cpu seed={seed} run=y{seed} resume=checkpoints/x{seed}/ckpt-{wide_from:05d}.pt "
          f"{grow}loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
          Check(f"continues x{seed} from checkpoint {wide_from} until stopped (an hour and a half)")),
@@ -571,7 +576,7 @@ def _past_four_hours(seed: int, checkpoints: tuple[int, ...], rung: str, last_ru
     wall times, CHECKPOINTS against RUNG and the last against LAST_RUNG too, and the held-out losses of u's last
     checkpoint above and its last here on the other seed's last positions."""
     other, other_checkpoints, *_ = next(past for past in PAST_FOUR_HOURS if past[0] != seed)
-    before = next(longer[4] for longer in WIDER_LONGER if longer[0] == seed)
+    *_, before, _, _ = next(longer for longer in WIDER_LONGER if longer[0] == seed)
     return [
         (f"azshogi +experiment=cpu seed={seed} run=u{seed} loop.max_checkpoints=400 eval.every=0 "
          "loop.keep_checkpoints=400",
@@ -579,9 +584,7 @@ def _past_four_hours(seed: int, checkpoints: tuple[int, ...], rung: str, last_ru
         (f"python docs/tools/wall_times.py checkpoints/u{seed}", WALL_TIMES),
         *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", rung, 192) for c in checkpoints),
         _ladder_match(f"u{seed}", f"ckpt-{checkpoints[-1]:05d}.pt", last_rung, 192),
-        (f"python docs/tools/heldout_loss.py --positions checkpoints/u{other}/ckpt-{other_checkpoints[-1]:05d}.pt "
-         f"--newest 2 checkpoints/u{seed}/ckpt-{before:05d}.pt checkpoints/u{seed}/ckpt-{checkpoints[-1]:05d}.pt",
-         HELDOUT),
+        _heldout((f"u{other}", other_checkpoints[-1]), (f"u{seed}", before), (f"u{seed}", checkpoints[-1])),
     ]
 
 
@@ -1098,9 +1101,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **_runs_from_41("c", "playout caps, half the moves searched cheaply", "caps", CAPS),
     **_runs_from_41("t", "today's preset"),
     **dict(_ladder_match(run, name, "sf2", 192) for run, name in CAPS_41),
-    **{f"python docs/tools/heldout_loss.py --positions checkpoints/{positions}{seed}/ckpt-00100.pt --newest 2 "
-       f"checkpoints/c{other}/ckpt-00100.pt checkpoints/t{other}/ckpt-00100.pt": HELDOUT
-       for seed, other in ((92, 91), (91, 92)) for positions in "tc"},
+    **dict(_heldout((f"{positions}{seed}", 100), (f"c{other}", 100), (f"t{other}", 100))
+           for seed, other in ((92, 91), (91, 92)) for positions in "tc"),
     **{f"azshogi +experiment=cpu seed={seed} run=t{seed} resume=checkpoints/t{seed}/ckpt-00141.pt "
        "loop.max_checkpoints=181 eval.every=0 loop.keep_checkpoints=200":
        Check(f"continues t{seed} for 40 checkpoints past 2 hours (40 minutes)") for seed in (91, 92)},
