@@ -407,6 +407,10 @@ WIDER_LONGER_RUNS = tuple(pair for seed, wide_from, _, wide, ungrown, between, _
 PAST_FOUR_HOURS = ((92, (317, 342, 367, 392), "sf4", "sf5"), (91, (295, 320, 345, 370), "sf2", "sf4"))
 PAST_FOUR_HOURS_RUNS = tuple((f"u{seed}", f"ckpt-{c:05d}.pt") for seed, checkpoints, *_ in PAST_FOUR_HOURS
                              for c in checkpoints)
+# 2026-12-02-the-grown-pair-past-5-hours.md: y on from its newest checkpoint, two at a time as u was: seed, y's last
+# checkpoint above (WIDER_LONGER), y's last here (at u's last's wall time, PAST_FOUR_HOURS), the rung it played
+GROWN_ON = ((92, 253, 320, "sf4"), (91, 232, 299, "sf2"))
+GROWN_ON_RUNS = tuple((f"{run}{seed}", f"ckpt-{last:05d}.pt") for seed, _, last, _ in GROWN_ON for run in "yu")
 COOLED = (61, 62, 63)  # and those seeds from their checkpoint 31 with the cool stage (runs c61, ...)
 COOL_SEEDS = (71, 72, 73, 74)  # four new seeds of the preset with the cool stage (runs q71, ...)
 SHARP_SEEDS = (72, 63, 91, 92, 93, 94)  # c_scale 0.2 to checkpoint 41: the two weakest seeds again, four new ones
@@ -500,6 +504,13 @@ def _heldout(positions: tuple[str, int], *checkpoints: tuple[str, int]) -> tuple
             + " ".join(f"checkpoints/{run}/ckpt-{number:05d}.pt" for run, number in checkpoints), HELDOUT)
 
 
+def _twin_match(run: str, checkpoint: int, twin: str, twin_checkpoint: int) -> tuple[str, Run]:
+    """A 100-game match of RUN's CHECKPOINT against TWIN's, 192 nodes a move each, from random 8-ply openings."""
+    return (f"azshogi-arena search:checkpoints/{run}/ckpt-{checkpoint:05d}.pt "
+            f"search:checkpoints/{twin}/ckpt-{twin_checkpoint:05d}.pt -a nodes=192 -b nodes=192 --openings random:8 "
+            "--games 100 --in-flight 100 --quiet", Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")))
+
+
 def _late_heldout(seed: int, *checkpoints: tuple[str, int]) -> tuple[str, Skip]:
     """heldout_loss.py on the late runs' CHECKPOINTS of SEED (run, number), scored on the newest positions of the other
     seed's twin o at its equal-wall-time checkpoint (2026-12-02-growing-*.md)."""
@@ -552,9 +563,7 @@ def _wider_longer(seed: int, wide_from: int, ungrown_from: int, wide: int, ungro
     grow = _grow_stage(fork, "blocks:4,channels:48")
     other, *_, other_last, _, _ = next(pair for pair in WIDER_LONGER if pair[0] != seed)
     return [
-        *((f"azshogi-arena search:checkpoints/{a}{seed}/ckpt-{ca:05d}.pt search:checkpoints/{b}{seed}/ckpt-{cb:05d}.pt "
-           "-a nodes=192 -b nodes=192 --openings random:8 --games 100 --in-flight 100 --quiet",
-           Run(ARENA + ("-a", "nodes=4", "-b", "nodes=4")))
+        *(_twin_match(f"{a}{seed}", ca, f"{b}{seed}", cb)
           for a, ca, b, cb in (("x", wide_from, "o", wide_from), ("y", wide, "u", wide), ("y", wide, "u", ungrown))),
         _ladder_match(f"y{seed}", f"ckpt-{wide:05d}.pt", "sf2", 192),
         *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", "sf2", 192) for c in between),
@@ -585,6 +594,26 @@ def _past_four_hours(seed: int, checkpoints: tuple[int, ...], rung: str, last_ru
         *(_ladder_match(f"u{seed}", f"ckpt-{c:05d}.pt", rung, 192) for c in checkpoints),
         _ladder_match(f"u{seed}", f"ckpt-{checkpoints[-1]:05d}.pt", last_rung, 192),
         _heldout((f"u{other}", other_checkpoints[-1]), (f"u{seed}", before), (f"u{seed}", checkpoints[-1])),
+    ]
+
+
+def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-02-the-grown-pair-past-5-hours.md: y on from its newest checkpoint,
+    y's and u's wall times, y's LAST against u's last (equal wall time) and u's LAST (equal checkpoints) and against
+    RUNG, and y's held-out losses at BEFORE and LAST on the positions past_four_hours scored u's on."""
+    fork = next(pair[1] for pair in WIDER_OR_FASTER if pair[0] == seed)
+    ungrown = next(past[1][-1] for past in PAST_FOUR_HOURS if past[0] == seed)
+    other_last = next(past[1][-1] for past in PAST_FOUR_HOURS if past[0] != seed)
+    other = next(past[0] for past in PAST_FOUR_HOURS if past[0] != seed)
+    return [
+        (f"azshogi +experiment=cpu seed={seed} run=y{seed} {_grow_stage(fork, 'blocks:4,channels:48')}"
+         "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
+         Check(f"continues y{seed} from its newest checkpoint until stopped (an hour and a half)")),
+        (f"python docs/tools/wall_times.py checkpoints/y{seed} checkpoints/u{seed}", WALL_TIMES),
+        _twin_match(f"y{seed}", last, f"u{seed}", ungrown),
+        _twin_match(f"y{seed}", last, f"u{seed}", last),
+        _ladder_match(f"y{seed}", f"ckpt-{last:05d}.pt", rung, 192),
+        _heldout((f"u{other}", other_last), (f"y{seed}", before), (f"y{seed}", last)),
     ]
 
 
@@ -1113,6 +1142,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for pair in WIDER_OR_FASTER for command, entry in _wider_or_faster(*pair)},
     **{command: entry for pair in WIDER_LONGER for command, entry in _wider_longer(*pair)},
     **{command: entry for past in PAST_FOUR_HOURS for command, entry in _past_four_hours(*past)},
+    **{command: entry for grown in GROWN_ON for command, entry in _grown_on(*grown)},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1240,7 +1270,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *((run, f"ckpt-{last:05d}.pt") for run, _, last in IN_FLIGHT), *AUTO_SEED, *GPU_CPU_PRESET, GPU_TWIN,
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
-         *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS,
+         *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
          ("s91", "ckpt-00030.pt"))
 
 
