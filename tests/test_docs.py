@@ -603,8 +603,7 @@ def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, o
     RUNG, and y's held-out losses at BEFORE and LAST on the positions past_four_hours scored u's on."""
     fork = next(pair[1] for pair in WIDER_OR_FASTER if pair[0] == seed)
     ungrown = next(past[1][-1] for past in PAST_FOUR_HOURS if past[0] == seed)
-    other_last = next(past[1][-1] for past in PAST_FOUR_HOURS if past[0] != seed)
-    other = next(past[0] for past in PAST_FOUR_HOURS if past[0] != seed)
+    other, other_checkpoints, *_ = next(past for past in PAST_FOUR_HOURS if past[0] != seed)
     return [
         (f"azshogi +experiment=cpu seed={seed} run=y{seed} {_grow_stage(fork, 'blocks:4,channels:48')}"
          "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
@@ -613,7 +612,7 @@ def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, o
         _twin_match(f"y{seed}", last, f"u{seed}", ungrown),
         _twin_match(f"y{seed}", last, f"u{seed}", last),
         _ladder_match(f"y{seed}", f"ckpt-{last:05d}.pt", rung, 192),
-        _heldout((f"u{other}", other_last), (f"y{seed}", before), (f"y{seed}", last)),
+        _heldout((f"u{other}", other_checkpoints[-1]), (f"y{seed}", before), (f"y{seed}", last)),
     ]
 
 
