@@ -190,3 +190,14 @@ def test_the_calibration_adds_a_pairings_games_to_it_either_way_round():
     kept = [Pairing("a", "b", 3, 1, 0), Pairing("b", "c", 0, 4, 0)]
     out = merged(kept, [Pairing("b", "a", 2, 1, 1), Pairing("c", "d", 1, 1, 0), Pairing("b", "c", 1, 0, 0)])
     assert out == [Pairing("a", "b", 4, 3, 1), Pairing("b", "c", 1, 4, 0), Pairing("c", "d", 1, 1, 0)]
+
+
+def test_the_calibrations_new_rounds_open_after_the_rounds_it_has_recorded():
+    """Fairy-Stockfish at Skill Level 20 with a node limit replays a game from the same opening, so
+    a calibration that adds games to recorded ones must draw its openings from rounds not yet played."""
+    next_round = docs_tool("docs/tools/ladder_calibration.py").next_round
+    kept = [Pairing("sf20", "sf20n40k", 4, 28, 0), Pairing("sf7", "sf20", 5, 30, 1)]
+    assert next_round(kept, "sf20", "sf20n40k", 4) == 8  # 32 games recorded: rounds 0-7 played
+    assert next_round(kept, "sf20n40k", "sf20", 4) == 8  # either way round
+    assert next_round(kept, "sf20", "sf7", 4) == 9  # 36 games: a part-round counts as played
+    assert next_round(kept, "sf20n40k", "sf20n80k", 4) == 0  # none yet: the first round

@@ -13,7 +13,10 @@ move) or `sfSnKk` (Skill Level S at K thousand nodes a move: sf20n80k). Each run
 one and the one after it (`--games` each, colours alternating, from the start position with
 `--opening-plies` random plies, 256-ply limit), or the pairings `--pairs A:B,...` name; `--rounds
 R` plays them all R times over (`--games` a pairing each round), so a run stopped early still has
-games for every pairing. Prints each match and the ratings, and writes the pairings and ratings as
+games for every pairing. A round's random openings are drawn from a seed of its pairing and of
+the games of that pairing already recorded (in the `--refit` files too), so new rounds never
+replay a recorded round's openings: Fairy-Stockfish at Skill Level 20 with a node limit plays
+the same game again from the same opening (below 20 its Skill Level draws its moves at random). Prints each match and the ratings, and writes the pairings and ratings as
 JSON (`--out`) after every match, so a fit can be repeated without the games (`--refit FILE ...`),
 and further pairings added to them (`--pairs`).
 """
@@ -84,9 +87,9 @@ def main() -> None:
     names = [r.name for r in RUNGS] if args.skills is None else ["random", "greedy"] + [f"sf{s}" for s in args.skills]
     pairings = kept
     if args.pairs or not args.refit:
-        for round_ in range(args.rounds):
+        for _ in range(args.rounds):
             for a, b in schedule(names, args):
-                pairings = merged(pairings, [play(a, b, round_, args)])
+                pairings = merged(pairings, [play(a, b, next_round(pairings, a, b, args.games), args)])
                 write(args, pairings)
     ratings = write(args, pairings)
     for name, r in sorted(ratings.items(), key=lambda kv: kv[1].rating):
@@ -109,6 +112,13 @@ def merged(pairings: list[Pairing], more: list[Pairing]) -> list[Pairing]:
         else:
             out.append(p)
     return out
+
+
+def next_round(pairings: list[Pairing], a: str, b: str, games: int) -> int:
+    """The round whose openings the next match of A and B plays: the first after the games of
+    theirs `pairings` records (either way round), `games` a round."""
+    played = sum(p.wins + p.losses + p.draws for p in pairings if {p.first, p.second} == {a, b})
+    return -(-played // games)
 
 
 def write(args, pairings: list[Pairing]) -> dict:
