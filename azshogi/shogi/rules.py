@@ -153,6 +153,15 @@ def random_plies(board: cshogi.Board, plies: int, rng, rules: Rules) -> list[str
     return played
 
 
+def random_move(board: cshogi.Board, moves, rng) -> int:
+    """One of `moves`: a capture half the time when there is one, else any (random play that
+    reaches positions with pieces in hand: the benchmarks' positions), drawn from `rng` (a numpy
+    Generator)."""
+    captures = [m for m in moves if board.piece(cshogi.move_to(int(m)))]
+    pool = captures if captures and rng.random() < 0.5 else moves
+    return int(pool[int(rng.integers(len(pool)))])
+
+
 def winner(turn: int, value: int) -> Optional[int]:
     """The winning colour (cshogi.BLACK/WHITE) for an outcome value seen from `turn`; None = draw."""
     if value == 0:

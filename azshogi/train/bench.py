@@ -46,14 +46,7 @@ import torch
 from azshogi.config import BenchNetwork, Config
 from azshogi.shogi import features
 from azshogi.shogi.network_io import WIRE_BYTES, LeafBatch
-
-
-def random_move(board: cshogi.Board, moves, rng: np.random.Generator) -> int:
-    """One of `moves`: a capture half the time when there is one, else any (random play that
-    reaches positions with pieces in hand)."""
-    captures = [m for m in moves if board.piece(cshogi.move_to(int(m)))]
-    pool = captures if captures and rng.random() < 0.5 else moves
-    return int(pool[int(rng.integers(len(pool)))])
+from azshogi.shogi.rules import random_move
 
 
 def sample_positions(count: int, seed: int, plies: tuple[int, int] = (0, 300)) -> list[cshogi.Board]:

@@ -41,8 +41,8 @@ from azshogi.nn.evaluator import resolve_device
 from azshogi.nn.host_sync import HostSyncCounter
 from azshogi.shogi import features
 from azshogi.shogi.game_record import TrainingPositions
+from azshogi.shogi.rules import random_move
 from azshogi.train import surprise
-from azshogi.train.bench import random_move
 from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.replay import Batch, ReplayBuffer
 from azshogi.train.run_state import RunState
