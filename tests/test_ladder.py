@@ -201,3 +201,15 @@ def test_the_calibrations_new_rounds_open_after_the_rounds_it_has_recorded():
     assert next_round(kept, "sf20n40k", "sf20", 4) == 8  # either way round
     assert next_round(kept, "sf20", "sf7", 4) == 9  # 36 games: a part-round counts as played
     assert next_round(kept, "sf20n40k", "sf20n80k", 4) == 0  # none yet: the first round
+
+
+def test_the_calibration_takes_a_files_games_out_once_and_never_below_none():
+    tool = docs_tool("docs/tools/ladder_calibration.py")
+    both_runs = [Pairing("a", "b", 6, 2, 0), Pairing("b", "c", 1, 7, 2)]  # two runs, each from one file
+    started_from = [Pairing("b", "a", 1, 3, 0), Pairing("b", "c", 1, 3, 1)]
+    assert tool.less(both_runs, started_from) == [Pairing("a", "b", 3, 1, 0), Pairing("b", "c", 0, 4, 1)]
+    assert tool.less([Pairing("a", "b", 1, 0, 0)], [Pairing("a", "b", 1, 0, 0)]) == []  # none left: dropped
+    with pytest.raises(ValueError, match="a:b"):
+        tool.less([Pairing("a", "b", 1, 0, 0)], [Pairing("a", "b", 0, 1, 0)])
+    with pytest.raises(ValueError, match="c:d"):
+        tool.less([Pairing("a", "b", 1, 0, 0)], [Pairing("c", "d", 1, 0, 0)])

@@ -13,12 +13,15 @@ move) or `sfSnKk` (Skill Level S at K thousand nodes a move: sf20n80k). Each run
 one and the one after it (`--games` each, colours alternating, from the start position with
 `--opening-plies` random plies, 256-ply limit), or the pairings `--pairs A:B,...` name; `--rounds
 R` plays them all R times over (`--games` a pairing each round), so a run stopped early still has
-games for every pairing. A round's random openings are drawn from a seed of its pairing and of
-the games of that pairing already recorded (in the `--refit` files too), so new rounds never
-replay a recorded round's openings: Fairy-Stockfish at Skill Level 20 with a node limit plays
-the same game again from the same opening (below 20 its Skill Level draws its moves at random). Prints each match and the ratings, and writes the pairings and ratings as
-JSON (`--out`) after every match, so a fit can be repeated without the games (`--refit FILE ...`),
-and further pairings added to them (`--pairs`).
+games for every pairing. A round's random openings are drawn from a seed of its pairing (as
+written: A:B and B:A draw different ones) and of the games of that pairing already recorded (in
+the `--refit` files too), so new rounds never replay a recorded round's openings: Fairy-Stockfish
+at Skill Level 20 with a node limit plays the same game again from the same opening (below 20 its
+Skill Level draws its moves at random); two runs side by side from the same files name a pairing
+each its own way round. Prints each match and the ratings, and writes the pairings and ratings
+as JSON (`--out`) after every match, so a fit can be repeated without the games (`--refit FILE
+...`), and further pairings added to them (`--pairs`) or taken out (`--minus FILE ...`: the games
+of a file that two runs each started from, so that they count once).
 """
 from __future__ import annotations
 
@@ -71,7 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="fit the ratings of JSON files written before (their pairings together)")
     parser.add_argument("--pairs", help="play only these pairings, e.g. greedy:sf-5,sf20:sf20n80k (with "
                                         "--refit: added to the files' pairings)")
+    parser.add_argument("--minus", nargs="+", metavar="FILE",
+                        help="with --refit: take these JSON files' games out of theirs (a file two runs each "
+                             "started from, or games counted twice)")
     args = parser.parse_args(argv)
+    if args.minus and not args.refit:
+        parser.error("--minus takes games out of the --refit files': give --refit too")
     for pair in args.pairs.split(",") if args.pairs else []:
         names = pair.split(":")
         if len(names) != 2 or not all(n in ("random", "greedy") or fairy_settings(n) for n in names):
@@ -83,7 +91,12 @@ def main() -> None:
     args = parse_args()
     kept: list[Pairing] = []
     for path in args.refit or []:
-        kept = merged(kept, [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]])
+        kept = merged(kept, read_pairings(path))
+    for path in args.minus or []:
+        try:
+            kept = less(kept, read_pairings(path))
+        except ValueError as e:
+            sys.exit(f"ladder_calibration.py: error: --minus {path}: {e}")
     names = [r.name for r in RUNGS] if args.skills is None else ["random", "greedy"] + [f"sf{s}" for s in args.skills]
     pairings = kept
     if args.pairs or not args.refit:
@@ -112,6 +125,21 @@ def merged(pairings: list[Pairing], more: list[Pairing]) -> list[Pairing]:
         else:
             out.append(p)
     return out
+
+
+def read_pairings(path: str) -> list[Pairing]:
+    """The games of a JSON file this tool wrote."""
+    return [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]]
+
+
+def less(pairings: list[Pairing], games: list[Pairing]) -> list[Pairing]:
+    """`pairings` without `games` (A:B, or B:A turned round), pairings left with none dropped.
+    Raises ValueError where `games` holds more of a pairing's wins, losses or draws than it has."""
+    out = merged(pairings, [Pairing(g.first, g.second, -g.wins, -g.losses, -g.draws) for g in games])
+    for p in out:
+        if min(p.wins, p.losses, p.draws) < 0:
+            raise ValueError(f"more games of {p.first}:{p.second} to take out than there are")
+    return [p for p in out if p.wins + p.losses + p.draws]
 
 
 def next_round(pairings: list[Pairing], a: str, b: str, games: int) -> int:
