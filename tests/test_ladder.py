@@ -3,6 +3,7 @@ a rating, and a rung that is missing or crashes leaving the others to be played.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from conftest import docs_tool
@@ -213,3 +214,17 @@ def test_the_calibration_takes_a_files_games_out_once_and_never_below_none():
         tool.less([Pairing("a", "b", 1, 0, 0)], [Pairing("a", "b", 0, 1, 0)])
     with pytest.raises(ValueError, match="c:d"):
         tool.less([Pairing("a", "b", 1, 0, 0)], [Pairing("c", "d", 1, 0, 0)])
+
+
+def test_the_calibrated_rungs_from_skill_level_2_up_stand_apart_beyond_their_margins():
+    """The ladder's games (docs/ladder-calibration.json) place each rung from Skill Level 2 to the
+    top above the one below it by more than their two 95% margins together (that play/ladder.py
+    holds the ratings they give, test_docs checks with the documented refit)."""
+    tool = docs_tool("docs/tools/ladder_calibration.py")
+    games = Path(__file__).resolve().parents[1] / "docs" / "ladder-calibration.json"
+    fitted = fit_ratings(tool.read_pairings(str(games)))
+    top = ladder.RUNGS[[r.name for r in ladder.RUNGS].index("sf2"):]
+    assert top[-1].skill == 20
+    for below, above in zip(top, top[1:]):
+        low, high = fitted[below.name], fitted[above.name]
+        assert low.rating + low.margin < high.rating - high.margin, (below.name, low, above.name, high)

@@ -55,15 +55,16 @@ class Rung:
         return self.kind == "fairy"
 
 
-# Measured with docs/tools/ladder_calibration.py on 2026-11-25 (16 pairings of 30 games) and
-# 2026-11-27 (from sf0 up, 224 games more in rounds of 4), all fitted together to convergence
-# (the games and the fit in docs/ladder-calibration.json; docs/strength.md, "The ladder"; the
-# experiments 2026-11-25-ladder and 2026-11-27-ladder-to-skill-20). Fairy-Stockfish 11.1 (Debian's)
-# with 1 thread and 20,000 nodes a move (sf20n40k, sf20n80k: 40,000 and 80,000): about 100 ms a move
-# on the project's 2-core CPU.
+# Measured with docs/tools/ladder_calibration.py on 2026-11-25 (16 pairings of 30 games),
+# 2026-11-27 (from sf0 up, 224 games more in rounds of 4) and 2026-12-04 (from sf2 up, 768 games
+# more, and 16 of 2026-11-27's that were counted twice taken out), all fitted together to
+# convergence (the games and the fit in docs/ladder-calibration.json; docs/strength.md, "The
+# ladder"; the experiments 2026-11-25-ladder, 2026-11-27-ladder-to-skill-20 and
+# 2026-12-04-ladder-margins). Fairy-Stockfish 11.1 (Debian's) with 1 thread and 20,000 nodes a
+# move (sf20n40k, sf20n80k: 40,000 and 80,000): about 100 ms a move on the project's 2-core CPU.
 # 95% margins of the fit: sf-10 133, greedy 80, sf-5 82, sf-4 88, sf-3 95, sf-2 86, sf0 95, sf2
-# 97, sf4 111, sf5 127, sf7 122, sf20 119, sf20n40k 111, sf20n80k 141 (the top rung from games
-# below it only).
+# 78, sf4 39, sf5 35, sf6 47, sf7 49, sf20 126, sf20n40k 65, sf20n80k 68 (the top rung from games
+# below it only); from sf2 up each rung's margin clears the next one's.
 SF_NODES = 20_000
 RUNGS: tuple[Rung, ...] = (
     Rung("random", "random", 0.0),
@@ -75,12 +76,13 @@ RUNGS: tuple[Rung, ...] = (
     Rung("sf-2", "fairy", 1565.0, skill=-2, nodes=SF_NODES),
     Rung("sf0", "fairy", 1677.0, skill=0, nodes=SF_NODES),
     Rung("sf2", "fairy", 2067.0, skill=2, nodes=SF_NODES),
-    Rung("sf4", "fairy", 2368.0, skill=4, nodes=SF_NODES),
-    Rung("sf5", "fairy", 2581.0, skill=5, nodes=SF_NODES),
-    Rung("sf7", "fairy", 2892.0, skill=7, nodes=SF_NODES),
-    Rung("sf20", "fairy", 3209.0, skill=20, nodes=SF_NODES),
-    Rung("sf20n40k", "fairy", 3532.0, skill=20, nodes=40_000),
-    Rung("sf20n80k", "fairy", 3743.0, skill=20, nodes=80_000),
+    Rung("sf4", "fairy", 2318.0, skill=4, nodes=SF_NODES),
+    Rung("sf5", "fairy", 2395.0, skill=5, nodes=SF_NODES),
+    Rung("sf6", "fairy", 2610.0, skill=6, nodes=SF_NODES),
+    Rung("sf7", "fairy", 2735.0, skill=7, nodes=SF_NODES),
+    Rung("sf20", "fairy", 3052.0, skill=20, nodes=SF_NODES),
+    Rung("sf20n40k", "fairy", 3374.0, skill=20, nodes=40_000),
+    Rung("sf20n80k", "fairy", 3533.0, skill=20, nodes=80_000),
 )
 _BY_NAME = {r.name: r for r in RUNGS}
 

@@ -6,7 +6,8 @@ neighbouring rungs, then every rung's rating by maximum likelihood with uniform 
         --pairs greedy:sf-2,sf-5:sf-2,sf-2:sf0 --out b.json
 
 (docs/ladder-calibration.json is the ladder's: these two, then a third adding sf-4, sf-3, sf2,
-then the rungs above sf2: docs/experiments/2026-11-27-ladder-to-skill-20.md.)
+then the rungs above sf2: docs/experiments/2026-11-27-ladder-to-skill-20.md, then more games
+from sf2 up and a rung sf6: docs/experiments/2026-12-04-ladder-margins.md.)
 
 Rungs: random, greedy, then Fairy-Stockfish named `sfS` (Skill Level S at `--nodes` nodes a
 move) or `sfSnKk` (Skill Level S at K thousand nodes a move: sf20n80k). Each rung plays the next
