@@ -795,7 +795,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
             "run3.json"))},
     # docs/experiments/2026-12-04-ladder-margins.md: the rounds counted twice, the new games, the refits
     **{"python docs/tools/ladder_calibration.py " + args: Check(
-        "the calibration's added games: 50 minutes of Fairy-Stockfish at 20,000-80,000 nodes a move; the tool "
+        "the calibration's added games: 75 minutes of Fairy-Stockfish at 20,000-80,000 nodes a move; the tool "
         "runs smoke-sized above") for args in (
         "--pairs sf20:sf20n40k,sf20n40k:sf20n80k --games 4 --rounds 2 --out twice.json",
         "--refit before.json --pairs sf20n40k:sf20n80k,sf4:sf5,sf5:sf7 --games 4 --rounds 12 --out run5.json",
@@ -805,7 +805,10 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         "--refit run7.json run8.json --minus before.json twice.json --out step.json",
         "--refit step.json --pairs sf6:sf7,sf4:sf5,sf5:sf6 --games 4 --rounds 10 --out run9.json",
         "--refit step.json --pairs sf7:sf6,sf5:sf4,sf6:sf5 --games 4 --rounds 10 --out run10.json",
-        "--refit run9.json run10.json --minus step.json --out ladder-calibration.json")},
+        "--refit run9.json run10.json --minus step.json --out step2.json",
+        "--refit step2.json --pairs sf7:sf20,sf20:sf20n40k --games 4 --rounds 6 --out run11.json",
+        "--refit step2.json --pairs sf20:sf7,sf20n40k:sf20 --games 4 --rounds 6 --out run12.json",
+        "--refit run11.json run12.json --minus step2.json --out ladder-calibration.json")},
     "azshogi run=myrun eval.ladder=3": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2",
                                                    "eval.anchors=[]"), then=_ladder_rated,
                                            needs="fairy-stockfish"),  # the lowest rungs: random, sf-10, greedy

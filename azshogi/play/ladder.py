@@ -56,14 +56,14 @@ class Rung:
 
 
 # Measured with docs/tools/ladder_calibration.py on 2026-11-25 (16 pairings of 30 games),
-# 2026-11-27 (from sf0 up, 224 games more in rounds of 4) and 2026-12-04 (from sf2 up, 768 games
+# 2026-11-27 (from sf0 up, 224 games more in rounds of 4) and 2026-12-04 (from sf2 up, 864 games
 # more, and 16 of 2026-11-27's that were counted twice taken out), all fitted together to
 # convergence (the games and the fit in docs/ladder-calibration.json; docs/strength.md, "The
 # ladder"; the experiments 2026-11-25-ladder, 2026-11-27-ladder-to-skill-20 and
 # 2026-12-04-ladder-margins). Fairy-Stockfish 11.1 (Debian's) with 1 thread and 20,000 nodes a
 # move (sf20n40k, sf20n80k: 40,000 and 80,000): about 100 ms a move on the project's 2-core CPU.
 # 95% margins of the fit: sf-10 133, greedy 80, sf-5 82, sf-4 88, sf-3 95, sf-2 86, sf0 95, sf2
-# 78, sf4 39, sf5 35, sf6 47, sf7 49, sf20 126, sf20n40k 65, sf20n80k 68 (the top rung from games
+# 78, sf4 39, sf5 35, sf6 47, sf7 46, sf20 74, sf20n40k 58, sf20n80k 68 (the top rung from games
 # below it only); from sf2 up each rung's margin clears the next one's.
 SF_NODES = 20_000
 RUNGS: tuple[Rung, ...] = (
@@ -80,9 +80,9 @@ RUNGS: tuple[Rung, ...] = (
     Rung("sf5", "fairy", 2395.0, skill=5, nodes=SF_NODES),
     Rung("sf6", "fairy", 2610.0, skill=6, nodes=SF_NODES),
     Rung("sf7", "fairy", 2735.0, skill=7, nodes=SF_NODES),
-    Rung("sf20", "fairy", 3052.0, skill=20, nodes=SF_NODES),
-    Rung("sf20n40k", "fairy", 3374.0, skill=20, nodes=40_000),
-    Rung("sf20n80k", "fairy", 3533.0, skill=20, nodes=80_000),
+    Rung("sf20", "fairy", 3030.0, skill=20, nodes=SF_NODES),
+    Rung("sf20n40k", "fairy", 3306.0, skill=20, nodes=40_000),
+    Rung("sf20n80k", "fairy", 3466.0, skill=20, nodes=80_000),
 )
 _BY_NAME = {r.name: r for r in RUNGS}
 
