@@ -27,6 +27,10 @@ from azshogi.shogi.positions import (
     ("lnsgkgsnl/1r5b1/ppppppppp/9/9/4P4/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "nifu"),
     ("4k4/4R4/9/9/9/9/9/9/4K4 b - 1", "not to move is in check"),
     ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1 extra", "3 or 4 fields"),
+    # other scripts' digits, which str.isdigit and int() take and cshogi does not
+    ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - \u00b2", "ASCII"),
+    ("lnsgkgsnl/1r5b1/ppppppppp/\uff19/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "ASCII"),
+    ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b \uff12P 1", "ASCII"),
 ])
 def test_rejects(sfen, why):
     with pytest.raises(PositionError, match=why):

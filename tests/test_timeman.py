@@ -114,6 +114,8 @@ def test_malformed_go_arguments_are_named_and_left_out():
     assert mate.mate == 0 and "mate soon" in mate.errors[0]
     assert parse_go(["mate"]).mate == parse_go("mate infinite".split()).mate == -1
     assert GoLimits(movetime=5).has_clock and not GoLimits(nodes=5).has_clock
+    odd = parse_go("btime \u00b2 wtime 1000".split())  # '²' is a digit to str.isdigit, not to int()
+    assert (odd.btime, odd.wtime) == (None, 1000) and odd.errors[0].startswith("go btime \u00b2")
 
 
 def test_a_margin_that_leaves_no_time_is_kept_and_said():

@@ -323,3 +323,32 @@ def test_a_runs_folder_plays_its_newest_checkpoint_as_training_goes_on(tmp_path)
     assert made.returncode == 0 and made.stderr == "" and str(run.resolve()) in launcher.read_text()
     made = run_usi("--make-launcher", str(run / "ckpt-00002.pt"), str(launcher))
     assert made.returncode == 0 and "loop.keep_checkpoints" in made.stderr  # a run's own file: the user is told
+
+
+def test_what_a_gui_may_send_mid_game_keeps_the_protocol(engine, checkpoint):
+    """An empty `value` clears a string option (cshogi's Engine sends `value ` so); `isready`
+    during a search is answered at once and the search still ends in its bestmove; a position
+    with other scripts' digits is refused, not replaced by the previous one; a clockless ponder
+    ends once `ponderhit` comes; `go mate` keeps to its milliseconds and says when they ran out."""
+    engine.send("\ufeffsetoption name Checkpoint value ", "isready")  # some hosts start with a BOM
+    assert any("no checkpoint" in line for line in engine.until("readyok", 30))
+    engine.send(f"setoption name Checkpoint value {checkpoint}", "isready")
+    assert not any("error" in line for line in engine.until("readyok", 60))
+
+    engine.send("position startpos", "go infinite", "isready")
+    engine.until("readyok", 5)
+    engine.send("stop")
+    assert bestmove(engine.until("bestmove", 5)) in legal_usi([])
+
+    engine.send("position startpos moves 7g7f", "position sfen " + MATE_IN_ONE.replace(" 1", " \u00b2"))
+    assert "ASCII" in engine.until("info string error: position", 5)[-1]
+    engine.send("go nodes 5")
+    assert bestmove(engine.until("bestmove", 5)) == "resign"
+
+    engine.send("position startpos moves 7g7f 3c3d", "go ponder")
+    assert not any(line.startswith("bestmove") for line in engine.silent_for(0.5))
+    engine.send("ponderhit")
+    assert bestmove(engine.until("bestmove", 30)) in legal_usi(["7g7f", "3c3d"])
+
+    engine.send("position sfen 8l/9/7kp/9/9/9/9/9/K8 b RBGSNLrb3g3s3n2l17p 1", "go mate 50")
+    assert engine.until("checkmate", 10)[-1] == "checkmate timeout"

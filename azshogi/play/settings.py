@@ -148,7 +148,7 @@ class Setting:
                 raise ValueError(f"{self.usi} {e}") from None
         raw = text.strip()
         high = round(self.high * 1000)
-        if not raw.isdigit() or int(raw) > high:
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > high:
             raise ValueError(f"{self.usi} takes an integer in [0, {high}] (per mille), got {raw!r}")
         return int(raw) / 1000
 

@@ -52,7 +52,7 @@ _INT_KEYS = ("btime", "wtime", "byoyomi", "binc", "winc", "movetime", "nodes")
 
 def _count(text: Optional[str]) -> Optional[int]:
     """A non-negative integer argument, or None when it is not one."""
-    if text is None or not text.isdigit():
+    if text is None or not (text.isascii() and text.isdigit()):  # not '²', which int() refuses
         return None
     return int(text)
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # numpy and the search are imported when a model loads: the e
 ENGINE_NAME = f"azshogi {__version__}"
 DEFAULT_NODES = 800  # simulations per move when `go` sets no clock and no node limit
 INFO_INTERVAL = 1.0  # seconds between progress `info` lines
+WAITING_MATE_SECONDS = 0.2  # the root mate search's time where a `stop` is awaited (df-pn cannot hear it)
 
 
 # check: bool, spin: int, the other kinds: str; an engine setting's option: the setting's value
@@ -139,6 +140,7 @@ def _reason(error: Exception) -> str:
     return str(error) or f"an internal error ({type(error).__name__})"
 
 
+_SETOPTION = re.compile(r"setoption\s+name\s+(?P<name>.+?)(?:\s+value(?:\s+(?P<value>.*))?)?")
 _LIGHT_COMMANDS = {"usi", "setoption", "quit"}  # commands that import nothing heavy
 
 
@@ -211,7 +213,8 @@ class UsiEngine:
 
     def handle(self, line: str) -> bool:
         """Executes one command line; returns False after `quit`."""
-        tokens = line.strip().split()
+        line = line.strip().lstrip("\ufeff")  # some hosts send a byte-order mark first
+        tokens = line.split()
         if not tokens:
             return True
         command, args = tokens[0], tokens[1:]
@@ -239,11 +242,12 @@ class UsiEngine:
             self._preloading.start()
 
     def cmd_setoption(self, args, line):
-        text = line.strip()[len("setoption"):].strip()
-        if not text.startswith("name "):
+        # `value` with nothing after it is an empty value (cshogi.usi.Engine sends
+        # `setoption name Checkpoint value ` to clear a string)
+        match = _SETOPTION.fullmatch(line.strip())
+        if match is None:
             raise ValueError("setoption needs 'name NAME [value VALUE]'")
-        text = text[len("name "):]
-        name, _, value = text.partition(" value ")
+        name, value = match["name"], match["value"] or ""
         option = _BY_NAME.get(name.strip().lower())
         if option is None:
             if not name.strip().upper().startswith("USI_"):  # GUIs send USI_Hash etc. to every engine
@@ -255,6 +259,11 @@ class UsiEngine:
         self.options[option.name] = option.parse(value)
 
     def cmd_isready(self, args, line):
+        # During a search: answered at once, and the search goes on to its bestmove (UCI's rule;
+        # USI leaves it open); the options set since take effect at the next isready.
+        if self._searching():
+            self.send("readyok")
+            return
         self._cancel()
         try:
             self._load()
@@ -270,15 +279,15 @@ class UsiEngine:
             self.engine.search.clear()
 
     def cmd_position(self, args, line):
-        from azshogi.shogi.positions import PositionError, board_after, parse_position
+        from azshogi.shogi.positions import board_after, parse_position
 
         self._finish_running()
         try:
             start, moves = parse_position(args)
             board_after(start, moves)
-        except PositionError as e:
+        except Exception as e:  # a PositionError, or whatever else fails: never the previous position
             self.position_ok = False
-            self.error(f"position: {e}; the engine resigns until a valid position arrives")
+            self.error(f"position: {_reason(e)}; the engine resigns until a valid position arrives")
             return
         self.start_sfen, self.moves, self.position_ok = start, moves, True
 
@@ -310,12 +319,16 @@ class UsiEngine:
 
     # --- searches ---
 
+    def _searching(self) -> bool:
+        job = self.job
+        return job is not None and job.thread is not None and job.thread.is_alive()
+
     def _finish_running(self) -> None:
         """A new position or go while a search runs (a GUI waits for bestmove first, a script
         may not): a search with limits is let finish; `go infinite` or an unanswered ponder is
         stopped as `stop` would."""
         job = self.job
-        if job is not None and job.thread is not None and job.thread.is_alive():
+        if job is not None and self._searching():
             if job.waiting:
                 job.stop.set()
             self._join()
@@ -427,8 +440,14 @@ class UsiEngine:
         if time_plan is not None and time_plan.note and not board.is_game_over():
             self.send("info string " + time_plan.note)
         max_nodes = limits.nodes if limits.nodes is not None else (engine.settings.nodes or None)
-        if max_nodes is None and time_plan is None and not limits.infinite and not limits.ponder:
-            max_nodes = DEFAULT_NODES
+        # With no clock and no node limit, a plain `go` searches DEFAULT_NODES, and so does a
+        # `go ponder` from its `ponderhit` on (before it, it searches until stop or ponderhit).
+        after_hit = None
+        if max_nodes is None and time_plan is None and not limits.infinite:
+            if limits.ponder:
+                after_hit = DEFAULT_NODES
+            else:
+                max_nodes = DEFAULT_NODES
         last_info = [time.perf_counter()]
         # BatchSize auto: 8 by the clock, fewer when a node limit alone bounds the search
         batch = engine.settings.batch_for(max_nodes if time_plan is None else None)
@@ -438,6 +457,8 @@ class UsiEngine:
             if progress.step_leaves:
                 self.timer.observe(progress.step_leaves, progress.step_seconds)
             if job.stop.is_set():
+                return 0
+            if after_hit is not None and job.ponderhit.is_set() and progress.nodes >= after_hit:
                 return 0
             now = time.perf_counter()
             if now - last_info[0] >= INFO_INTERVAL:
@@ -452,10 +473,14 @@ class UsiEngine:
                 self.send(f"info string reused {reused} nodes of the previous search")
 
         # At most a tenth of the move's time for the mate search (also when pondering: a
-        # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs).
+        # ponderhit may start the clock while df-pn, which cannot be interrupted, still runs);
+        # without a clock, MateSearchNodes, except where a `stop` is awaited (`go infinite`, a
+        # ponder), which df-pn would keep waiting: WAITING_MATE_SECONDS.
+        mate_seconds = None if time_plan is None else 0.1 * time_plan.target
+        if time_plan is None and job.waiting:
+            mate_seconds = WAITING_MATE_SECONDS
         decision = engine.decide(board, self.start_sfen, self.moves, ply, plan_step, max_nodes=max_nodes, lines=lines,
-                                 mate_seconds=None if time_plan is None else 0.1 * time_plan.target,
-                                 on_prepared=prepared)
+                                 mate_seconds=mate_seconds, on_prepared=prepared)
         if decision.why:
             self.send("info string " + decision.why)
         if decision.mate:
@@ -489,20 +514,29 @@ class UsiEngine:
                       f"pv {' '.join(cshogi.move_to_usi(m) for m in line.pv)}")
 
     def _go_mate(self, job: Job) -> None:
-        """`go mate`: df-pn only; answers `checkmate <moves>`, `checkmate nomate` or
-        `checkmate notimplemented` (in check: cshogi's solver needs the attacker out of check)."""
+        """`go mate`: df-pn only, at most ten times MateSearchNodes nodes and what the time
+        given allows (rules.mate_nodes); answers `checkmate <moves>`, `checkmate nomate`,
+        `checkmate timeout` (the limit reached first) or `checkmate notimplemented` (in check:
+        cshogi's solver needs the attacker out of check)."""
         import cshogi
 
         from azshogi.shogi.positions import board_after
-        from azshogi.shogi.rules import mate_line
+        from azshogi.shogi.rules import mate_line, mate_nodes
 
         board = board_after(self.start_sfen, self.moves) if self.position_ok else None
         if board is None or board.is_check():
             self.send("checkmate notimplemented")
             return
-        line = mate_line(board, max(self._int("MateSearchNodes"), 1) * 10)
-        while job.limits.mate == -1 and not job.stop.is_set():  # infinite: answer after stop
+        budget = job.limits.mate
+        nodes = mate_nodes(max(self._int("MateSearchNodes"), 1) * 10,
+                           None if budget is None or budget < 0 else max(budget, 1) / 1000)
+        solver = cshogi.DfPn()
+        line = mate_line(board, nodes, solver)
+        while budget == -1 and not job.stop.is_set():  # infinite: answer after stop
             job.stop.wait(0.05)
         if job.silent:
             return
-        self.send("checkmate " + (" ".join(cshogi.move_to_usi(m) for m in line) if line else "nomate"))
+        if line:
+            self.send("checkmate " + " ".join(cshogi.move_to_usi(m) for m in line))
+        else:
+            self.send("checkmate " + ("timeout" if solver.searched_node >= nodes else "nomate"))

@@ -33,10 +33,7 @@ from azshogi.search.formulas import first_play_urgency, puct_shares, root_value
 from azshogi.search.simulator import Simulator
 from azshogi.search.tree import EDGE_ARRAYS, NODE_ARRAYS, Tree, masked_softmax
 from azshogi.shogi.network_io import Evaluator
-from azshogi.shogi.rules import Rules, mate_line
-
-# A slow rate of cshogi's df-pn (measured: 100k nodes took up to 0.5 s in random middle games).
-DFPN_NODES_PER_SECOND = 200_000
+from azshogi.shogi.rules import Rules, mate_line, mate_nodes
 
 
 def reroot(tree: Tree, actor: int, node: int) -> None:
@@ -218,13 +215,10 @@ class GameSearch:
         """A forced mate for the side to move (df-pn, at most `mate_search_nodes` nodes) as a move
         list, or [] (see rules.mate_line; skipped in check).
 
-        seconds: a time budget. df-pn has only a node limit (and holds the GIL), so the limit is
-        scaled down to what DFPN_NODES_PER_SECOND allows in that time."""
+        seconds: a time budget (rules.mate_nodes)."""
         if self.mate_search_nodes <= 0:
             return []
-        nodes = self.mate_search_nodes
-        if seconds is not None:
-            nodes = min(nodes, int(seconds * DFPN_NODES_PER_SECOND))
+        nodes = mate_nodes(self.mate_search_nodes, seconds)
         return mate_line(board, nodes if nodes >= 100 else 0, self._dfpn)
 
     # --- the search ---

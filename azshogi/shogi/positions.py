@@ -27,6 +27,8 @@ class PositionError(ValueError):
 def validate_sfen(sfen: str) -> str:
     """Checks an SFEN (board, side, hands, optional move number) and returns it normalised to
     four fields. Raises PositionError naming the problem."""
+    if not sfen.isascii():  # str.isdigit and int() take other scripts' digits; cshogi takes ASCII only
+        raise PositionError(f"an SFEN is ASCII text, got {sfen!r}")
     fields = sfen.split()
     if len(fields) not in (3, 4):
         raise PositionError(f"an SFEN has 3 or 4 fields (board side hands [move number]), got {len(fields)}")
