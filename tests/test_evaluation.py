@@ -123,7 +123,7 @@ def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_p
     check_settings(tiny_config(eval=EvalConfig(anchors=["greedy"], ladder=1)))
 
 
-def test_the_loop_evaluates_every_n_checkpoints(tmp_path):
+def test_the_loop_evaluates_every_n_checkpoints(tmp_path, monkeypatch):
     cfg = to_config(tiny_config(
         run="evaluated", checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"),
         selfplay=SelfPlayConfig(num_actors=2, write_hcpe3=False), rules=RulesConfig(max_plies=6),
@@ -141,6 +141,26 @@ def test_the_loop_evaluates_every_n_checkpoints(tmp_path):
     rated = ckpt.load(loop.paths.eval_previous)["model"]
     assert all(torch.equal(rated[k], v) for k, v in saved["model_average"].items())
     assert not torch.equal(rated["stem1.weight"], saved["model"]["stem1.weight"])
+    # The checkpoint file was written before its evaluation; a resume does not play it again.
+    from azshogi.play import gauntlet
+
+    def played_again(*args, **kwargs):
+        raise AssertionError("the finished evaluation was played again")
+
+    monkeypatch.setattr(gauntlet, "rate_checkpoint", played_again)
+    Loop(cfg, show_progress=False).run()
+    assert json.loads((tmp_path / "logs" / "evaluated" / "eval" / "ratings.json").read_text()) == history
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"a": 1}', '[{"rating": 1000}]'])
+def test_a_rating_history_that_is_not_one_names_its_file(tmp_path, text):
+    from azshogi.play.gauntlet import rating_history
+
+    paths = RunPaths(tmp_path / "checkpoints", tmp_path / "logs")
+    paths.eval_ratings.parent.mkdir(parents=True)
+    paths.eval_ratings.write_text(text)
+    with pytest.raises(ckpt.CheckpointError, match="ratings.json"):
+        rating_history(paths)
 
 
 def test_eval_config_group_composes_and_is_checked():

@@ -95,6 +95,20 @@ def test_resuming_from_a_checkpoint_continues_exactly(straight):
         assert_continues(resumed.written[name], written[name], name)
 
 
+def test_the_same_command_again_goes_on_from_the_runs_own_newest_not_from_resume(straight):
+    """`run=forked resume=<another run's checkpoint>` started again (after a stop, or with a later
+    loop.max_checkpoints) continues the forked run, not a second start from the same file."""
+    root, written = straight
+    cfg = config(root, "forked", resume=str(root / "checkpoints" / "straight" / CHECKPOINTS[0]))
+    first = RecordingLoop(replace(cfg, loop=replace(cfg.loop, max_checkpoints=2)))
+    first.run()
+    assert sorted(first.written) == CHECKPOINTS[1:2]
+    again = RecordingLoop(cfg)
+    again.run()
+    assert sorted(again.written) == CHECKPOINTS[2:]  # checkpoint 2 not made a second time
+    assert_continues(again.written[CHECKPOINTS[2]], written[CHECKPOINTS[2]], CHECKPOINTS[2])
+
+
 def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(straight):
     root, written = straight
     cfg = config(root, "stopped")

@@ -183,10 +183,15 @@ def rating_history(paths: RunPaths) -> list:
     if not paths.eval_ratings.exists():
         return []
     try:
-        return json.loads(paths.eval_ratings.read_text())
+        history = json.loads(paths.eval_ratings.read_text())
     except ValueError as e:
         raise ckpt.CheckpointError(f"{paths.eval_ratings}: not readable as JSON ({e}); move it away to start "
                                    f"the rating history anew") from None
+    if not (isinstance(history, list) and all(isinstance(h, dict) and isinstance(h.get("checkpoint"), int)
+                                              for h in history)):
+        raise ckpt.CheckpointError(f"{paths.eval_ratings}: not a rating history (a list of evaluations, each "
+                                   f"with its checkpoint); move it away to start the rating history anew")
+    return history
 
 
 def _write_scalars(writer, result: GauntletResult, when: When) -> None:

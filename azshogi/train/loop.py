@@ -127,6 +127,7 @@ class Loop:
         self.stop_requested = False
         self.matches_running = False  # the rating matches run: a stop request interrupts them at once
         self.resumed_from: Optional[Path] = None
+        self.resume_note = ""  # why resume= was left out (restore)
         self.restored_games = 0  # games in progress the checkpoint resumed from held
 
     # --- state: the run state (run_state.py), the replay window and the games in progress ---
@@ -169,8 +170,19 @@ class Loop:
             self.selfplay.set_resign_threshold(automatic)
 
     def restore(self) -> None:
-        """Resumes from `resume=PATH`, else from the run's newest checkpoint, if any."""
-        path = Path(self.cfg.resume) if self.cfg.resume else ckpt.latest(self.paths.checkpoints)
+        """Resumes from the run's newest checkpoint, if any. `resume=PATH` starts the run from
+        PATH: while the run has no checkpoint of its own, or when PATH is one of the run's own
+        (an older one); else the run goes on from its newest, so that the same command again
+        continues a run that another's checkpoint started, and says so."""
+        own = ckpt.latest(self.paths.checkpoints)
+        path = own
+        if self.cfg.resume:
+            given = Path(self.cfg.resume)
+            if own is None or given.resolve().parent == own.resolve().parent:
+                path = given
+            else:
+                self.resume_note = (f"resume={given} left out: run '{self.cfg.run}' has checkpoints of its own, "
+                                    f"and goes on from its newest (a new run name starts from {given.name})")
         if path is None:
             return
         try:
@@ -235,8 +247,8 @@ class Loop:
             self.monitor.hyperparameters(self.plain_config, self.counters.train_steps)
             self.say_start(seeded)
             c = self.counters
-            if self.evaluation_due():  # the evaluation of the checkpoint resumed from was interrupted
-                self.rate()
+            if self.evaluation_due():  # the checkpoint resumed from was written before its evaluation
+                self.resume_evaluation()
             while not self.done():
                 selfplay_stats = SelfPlayPhaseStats()
                 if not c.in_training:
@@ -267,6 +279,8 @@ class Loop:
 
     def say_start(self, seeded: Optional[str]) -> None:
         c, cfg = self.counters, self.cfg
+        if self.resume_note:
+            self.monitor.say(self.resume_note)
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
         if self.resumed_from:  # the bar counts this session's moves: say what the phase had before
             made = (f", {c.positions_since_checkpoint:,} of the {cfg.loop.positions_per_checkpoint:,} positions "
@@ -512,6 +526,19 @@ class Loop:
         c, every = self.counters, self.cfg.eval.every
         return (every > 0 and c.checkpoints > 0 and c.checkpoints % every == 0 and c.evaluated < c.checkpoints
                 and c.phase_steps == 0 and not self.stop_requested)
+
+    def resume_evaluation(self) -> None:
+        """The evaluation of the checkpoint resumed from: played again if it was interrupted;
+        if it finished (in the rating history) after the file was written, only its
+        consequence is redone (a when_flat stage's start, from the same history)."""
+        from azshogi.play.gauntlet import rating_history
+
+        c = self.counters
+        if any(h["checkpoint"] == c.checkpoints for h in rating_history(self.paths)):
+            c.evaluated = c.checkpoints
+            self.begin_flat_stage()
+        else:
+            self.rate()
 
     def rate(self) -> None:
         from azshogi.play.gauntlet import When, rate_checkpoint
