@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import run_main
 
 from azshogi.commands import bench, export, pretrain, train
 from azshogi.commands.app import hydra_command
+from azshogi.formats.replay_store import ReplayStoreError
 
 HYDRA_MISTAKES = [
     (["device=cuda:99"], "device='cuda:99'"),  # no CUDA here, or not that many devices
@@ -71,8 +73,14 @@ def test_help_says_what_the_program_is(capsys, monkeypatch):
 
 
 def test_export_mistakes_end_in_one_line(capsys, tmp_path):
+    from play_helpers import make_tiny_checkpoint
+
     (tmp_path / "bad.hcpe3").write_bytes(b"\0" * 10)
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")  # a .pt file, but no checkpoint
+    tiny = make_tiny_checkpoint(tmp_path / "tiny.pt")
     for args, named in [(["onnx", str(tmp_path / "nope.pt"), "x.onnx"], "nope.pt"),
+                        (["network", str(tmp_path / "tensor.pt"), str(tmp_path / "n.pt")], "tensor.pt"),
+                        (["onnx", str(tiny), str(tmp_path / "x.onnx"), "--opset", "99"], "--opset 99"),
                         (["hcpe3-to-csa", str(tmp_path / "nope.hcpe3"), str(tmp_path / "csa")], "nope.hcpe3"),
                         (["hcpe3-to-csa", str(tmp_path / "bad.hcpe3"), str(tmp_path / "csa")], "bad.hcpe3"),
                         (["onnx", "a.pt", "b.onnx", "--opset", "x"], "--opset"),
@@ -83,7 +91,7 @@ def test_export_mistakes_end_in_one_line(capsys, tmp_path):
         assert exit.value.code == 2, (args, err)
         assert err.count("\n") == 1 and err.startswith("azshogi-export") and ": error: " in err, err
         assert named in err, (named, err)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.hcpe3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.hcpe3", "tensor.pt", "tiny.pt"]
 
 
 def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, tmp_path):
@@ -133,15 +141,20 @@ def test_a_folder_that_cannot_be_written_is_found_before_any_work(capsys, monkey
         "checkpoints", "checkpoints/old", "checkpoints/old/ckpt-00001.pt"]
 
 
-def test_a_file_error_during_a_run_ends_in_one_line(capsys, monkeypatch, tmp_path):
-    """The disk filling up after start-up: one line naming the file, no traceback."""
+@pytest.mark.parametrize("error, said", [
+    (OSError(errno.ENOSPC, "No space left on device", "checkpoints/default/ckpt-00003.pt"),
+     "checkpoints/default/ckpt-00003.pt: No space left on device"),
+    (ReplayStoreError("replay segment file missing: checkpoints/default/replay/000000000040-ab.seg"),
+     "replay segment file missing: checkpoints/default/replay/000000000040-ab.seg")])
+def test_a_file_error_during_a_run_ends_in_one_line(error, said, capsys, monkeypatch, tmp_path):
+    """The disk filling up after start-up, a replay segment gone: one line naming the file, no traceback."""
     def body(cfg):
-        raise OSError(errno.ENOSPC, "No space left on device", "checkpoints/default/ckpt-00003.pt")
+        raise error
 
     monkeypatch.chdir(tmp_path)
     code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", body, "x"), ["device=cpu"])
     assert code == 2
-    assert err == "azshogi: error: checkpoints/default/ckpt-00003.pt: No space left on device\n"
+    assert err == f"azshogi: error: {said}\n"
 
 
 def test_writing_into_a_folder_that_cannot_be_written_ends_in_one_line(capsys, monkeypatch, tmp_path):

@@ -132,6 +132,17 @@ def test_mate_impasse_and_resign(engine):
     assert engine.until("checkmate", 5)[-1] == "checkmate G*5b"
 
 
+def test_a_client_hears_the_engine_name_a_checkpoint_it_cannot_load(tmp_path):
+    """An azshogi engine that cannot load its checkpoint would resign every move: a match or a
+    benchmark (play/usi_client.py) stops at its isready instead, naming the file."""
+    from azshogi.play.usi_client import UsiClient, UsiError
+
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a checkpoint")
+    with pytest.raises(UsiError, match="cannot load the model: cannot read .*bad.pt"):
+        UsiClient(f"{sys.executable} -m azshogi.commands.usi", {"Checkpoint": str(bad)})
+
+
 def test_gameover_and_quit_end_the_process(checkpoint):
     session = UsiSession("--option", f"Checkpoint={checkpoint}", "--option", "Dtype=fp32", "--option", "Threads=1")
     try:

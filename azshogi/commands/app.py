@@ -20,6 +20,7 @@ from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
 from azshogi.formats.paths import RunPaths
+from azshogi.formats.replay_store import ReplayStoreError
 from azshogi.selfplay.cluster import ClusterError
 from azshogi.selfplay.workers import WorkerError
 from azshogi.train.trainer import TrainingDiverged
@@ -27,7 +28,8 @@ from azshogi.train.trainer import TrainingDiverged
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, TrainingDiverged, WorkerError, ClusterError)
+USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, ReplayStoreError, TrainingDiverged, WorkerError,
+               ClusterError)
 
 register_configs()
 

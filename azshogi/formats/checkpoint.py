@@ -159,12 +159,15 @@ def load(path: Path, map_location="cpu", mmap: bool = False) -> dict:
     """The state in a checkpoint file; `mmap` maps tensors instead of reading them (cheap, to
     look at the small parts)."""
     try:
-        return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint not found: {path}") from None
     except Exception:  # truncated, corrupt or foreign files (torch's own words say nothing to a user)
+        state = None
+    if not isinstance(state, dict):  # that, or a foreign .pt file holding a tensor, a list...
         raise CheckpointError(f"cannot read {path}: not an azshogi checkpoint (a .pt file that azshogi "
-                              f"wrote), or a damaged one") from None
+                              f"wrote), or a damaged one")
+    return state
 
 
 def upgrade(state: dict, path: Path) -> dict:

@@ -33,6 +33,15 @@ class WinProbability(torch.nn.Module):
         return policy, torch.sigmoid(value)
 
 
+def _opsets() -> tuple[int, int]:
+    """The opsets this PyTorch's TorchScript exporter writes (its private constants, read
+    defensively: where they are missing, the exporter alone judges)."""
+    from torch.onnx import _constants
+
+    return (getattr(_constants, "ONNX_MIN_OPSET", 1),
+            getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", getattr(_constants, "ONNX_MAX_OPSET", 10**6)))
+
+
 def onnx_bytes(model: torch.nn.Module, opset: int = DEFAULT_OPSET) -> bytes:
     """The serialized ONNX model of `model` (put in eval mode, on the CPU, fp32), checked with
     onnx.checker."""
@@ -40,6 +49,10 @@ def onnx_bytes(model: torch.nn.Module, opset: int = DEFAULT_OPSET) -> bytes:
         import onnx  # the TorchScript exporter serializes through it
     except ImportError:
         raise ExportError("ONNX export needs the onnx package: pip install 'azshogi[export]'") from None
+    low, high = _opsets()
+    if not low <= opset <= high:  # checked here: the exporter's own refusal comes after pages of its graph
+        raise ExportError(f"--opset {opset}: this PyTorch exports opsets {low} to {high} "
+                          f"(the default is {DEFAULT_OPSET})")
     wrapped = WinProbability(model.float().cpu().eval())
     example = (torch.zeros(2, FEATURES1_PLANES, 9, 9), torch.zeros(2, FEATURES2_PLANES, 9, 9))
     batch = {0: "batch"}

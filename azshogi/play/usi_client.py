@@ -44,8 +44,12 @@ class UsiClient:
         for key, value in (options or {}).items():
             self.send(f"setoption name {self._option_name(key)} value {value}")
         self.send("isready")
-        for _ in self._until("readyok", timeout):
-            pass
+        # An engine that names an error before readyok (azshogi's engine: a checkpoint it cannot
+        # load, an option value it refused) would play on without it, or resign every move.
+        errors = [line for line in self._until("readyok", timeout) if line.startswith("info string error: ")]
+        if errors:
+            self.close()
+            raise UsiError(f"{self.name}: {errors[0][len('info string error: '):]}")
 
     def _option_name(self, key: str) -> str:
         """The engine's spelling of an option given by the user; an option it does not declare
