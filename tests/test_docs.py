@@ -818,7 +818,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Run(ARENA + ("-a", "nodes=4"), needs="fairy-stockfish"),
     "azshogi run=myrun eval.usi_engine=/usr/games/fairy-stockfish +eval.usi_options.UCI_Variant=shogi "
     "eval.usi_go='nodes 500'": Run(LOOP + ("loop.max_checkpoints=1", "eval.every=1", "eval.games=2", "eval.anchors=[]",
-                                          "eval.usi_go=nodes 10"), then=_usi_anchor_played),
+                                          "eval.usi_go=nodes 10"), then=_usi_anchor_played,
+                          needs="fairy-stockfish"),
     'azshogi-bench usi checkpoints/myrun/ckpt-00040.pt --go "byoyomi 3000" --option BatchSize=32': Skip(USI_BENCH),
     "azshogi-bench usi --model 10x192 --repeats 3 --option BatchSize=32 --option Threads=2": Skip(USI_BENCH),
     "azshogi-export network checkpoints/myrun/ckpt-00040.pt myrun-40.pt":

@@ -33,6 +33,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shlex
+import shutil
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -82,7 +84,8 @@ class GauntletResult:
 
 def check_settings(cfg: Config) -> None:
     """Raises ConfigError naming `eval.anchors` or `eval.ladder` when they name no rungs of the
-    ladder (checked when a run starts, before any work)."""
+    ladder, or `eval.usi_engine` when its program cannot be found (checked when a run starts,
+    before any work)."""
     names = [r.name for r in RUNGS]
     for anchor in cfg.eval.anchors:
         if anchor not in names:
@@ -90,6 +93,15 @@ def check_settings(cfg: Config) -> None:
                               f"allowed: {', '.join(names)}")
     if cfg.eval.ladder > len(names):
         raise ConfigError(f"eval.ladder={cfg.eval.ladder}: the ladder has {len(names)} rungs")
+    command = cfg.eval.usi_engine
+    if command and cfg.eval.every > 0:
+        try:
+            program = (shlex.split(command) or [""])[0]
+        except ValueError as e:
+            raise ConfigError(f"eval.usi_engine={command!r}: {e}") from None
+        if not shutil.which(program):
+            raise ConfigError(f"eval.usi_engine={command!r}: no program {program!r} (not on PATH, or not an "
+                              f"executable file)")
 
 
 def engine_settings(cfg: Config) -> EngineSettings:
