@@ -94,6 +94,16 @@ def test_export_mistakes_end_in_one_line(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.hcpe3", "tensor.pt", "tiny.pt"]
 
 
+def test_resuming_from_a_network_file_says_it_holds_no_run(capsys, monkeypatch, tmp_path):
+    from play_helpers import make_tiny_checkpoint
+
+    network = make_tiny_checkpoint(tmp_path / "net.pt")  # what azshogi-export network writes
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", train.main, ["device=cpu", f"resume={network}"])
+    assert code == 2 and err.count("\n") == 1
+    assert f"{network}: a network alone" in err and "no run's state" in err
+
+
 def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, tmp_path):
     """The loop's signal handler raises KeyboardInterrupt on a second Ctrl-C during the stop
     (test_loop.py): the command ends with one line and the shell's code for SIGINT."""

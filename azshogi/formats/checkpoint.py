@@ -175,6 +175,9 @@ def upgrade(state: dict, path: Path) -> dict:
     version = state.get("format")
     if version == 1:
         return _from_format_1(state)
+    if version is None and "model" in state and "config" in state:
+        raise CheckpointError(f"{path}: a network alone (azshogi-export network), no run's state to resume: "
+                              f"play it (azshogi-arena, azshogi-usi), or resume from the run's checkpoint")
     if version != FORMAT:
         raise CheckpointError(f"{path}: not an azshogi checkpoint (format {version!r})")
     return {"model_average": None, **state}  # written before train.average_decay: none
