@@ -431,6 +431,8 @@ CAPS_41 = tuple((f"{run}{seed}", "ckpt-00141.pt") for run in "ct" for seed in (9
 PAST_141 = (("t91", "ckpt-00161.pt"), ("t92", "ckpt-00161.pt"), ("t92", "ckpt-00181.pt"))  # on past 2 hours
 CAPS = ("{selfplay: {cheap_search_prob: 0.5, cheap_simulations: 16}, loop: {positions_per_checkpoint: 4800, "
         "steps_per_checkpoint: 80}, replay: {capacity: 48000}}")
+MORE_SEEDS = (95, 96)  # 2026-12-04-two-more-seeds.md: two new seeds of today's preset, matched at 41 and 141
+MORE_SEEDS_RUNS = tuple((f"s{seed}", f"ckpt-{c:05d}.pt") for seed in MORE_SEEDS for c in (41, 141))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -1159,6 +1161,12 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for pair in WIDER_LONGER for command, entry in _wider_longer(*pair)},
     **{command: entry for past in PAST_FOUR_HOURS for command, entry in _past_four_hours(*past)},
     **{command: entry for grown in GROWN_ON for command, entry in _grown_on(*grown)},
+    # docs/experiments/2026-12-04-two-more-seeds.md
+    **{f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints=400 eval.every=0 "
+       "loop.keep_checkpoints=400": Check("trains until stopped (two hours and more)") for seed in MORE_SEEDS},
+    "python docs/tools/wall_times.py checkpoints/s95 checkpoints/s96": WALL_TIMES,
+    **dict(_ladder_match(f"s{seed}", "ckpt-00041.pt", "greedy,sf-5") for seed in MORE_SEEDS),
+    **dict(_ladder_match(f"s{seed}", "ckpt-00141.pt", "sf2", 192) for seed in MORE_SEEDS),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1287,7 +1295,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
-         ("s91", "ckpt-00030.pt"))
+         *MORE_SEEDS_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
