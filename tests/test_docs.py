@@ -433,6 +433,10 @@ CAPS = ("{selfplay: {cheap_search_prob: 0.5, cheap_simulations: 16}, loop: {posi
         "steps_per_checkpoint: 80}, replay: {capacity: 48000}}")
 MORE_SEEDS = (95, 96)  # 2026-12-04-two-more-seeds.md: two new seeds of today's preset, matched at 41 and 141
 MORE_SEEDS_RUNS = tuple((f"s{seed}", f"ckpt-{c:05d}.pt") for seed in MORE_SEEDS for c in (41, 141))
+# 2026-12-05: s's 143 grown to 4x48 with 128 simulations (h), and the minutes at h's 161
+GROWN_DEEPER = ((95, 207.1), (96, 206.4))
+GROWN_DEEPER_RUNS = tuple((f"{run}{seed}", f"ckpt-{c:05d}.pt") for seed, _ in GROWN_DEEPER
+                          for run, c in (("h", 161), ("s", 161), ("s", 191)))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -615,6 +619,23 @@ def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, o
         _twin_match(f"y{seed}", last, f"u{seed}", last),
         _ladder_match(f"y{seed}", f"ckpt-{last:05d}.pt", rung, 192),
         _heldout((f"u{other}", other_checkpoints[-1]), (f"y{seed}", before), (f"y{seed}", last)),
+    ]
+
+
+def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-05-growing-with-a-deeper-search.md: s's checkpoint 143 on, grown to
+    4x48 with 128 simulations (h) beside s going on, their wall times up to h's 161 (MINUTES), and the matches: h's 161
+    against s's 191 (equal wall time) and 161 (equal checkpoints), and s's 191 against its 141."""
+    stage = "'+stages.grow={from_checkpoint:144,set:{model:{blocks:4,channels:48},search:{num_simulations:128}}}'"
+    return [
+        (f"azshogi +experiment=cpu seed={seed} run=h{seed} resume=checkpoints/s{seed}/ckpt-00143.pt {stage} "
+         "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
+         Check(f"continues s{seed} from checkpoint 143 until stopped, grown to 4x48 with a deeper search (80 minutes "
+               "beside three other runs); test_stages.py grows a network in a run")),
+        (f"python docs/tools/wall_times.py checkpoints/h{seed} checkpoints/s{seed} --at {minutes}", WALL_TIMES),
+        _twin_match(f"h{seed}", 161, f"s{seed}", 191),
+        _twin_match(f"h{seed}", 161, f"s{seed}", 161),
+        _twin_match(f"s{seed}", 191, f"s{seed}", 141),
     ]
 
 
@@ -1167,6 +1188,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/wall_times.py checkpoints/s95 checkpoints/s96": WALL_TIMES,
     **dict(_ladder_match(f"s{seed}", "ckpt-00041.pt", "greedy,sf-5") for seed in MORE_SEEDS),
     **dict(_ladder_match(f"s{seed}", "ckpt-00141.pt", "sf2", 192) for seed in MORE_SEEDS),
+    # docs/experiments/2026-12-05-growing-with-a-deeper-search.md
+    **{command: entry for grown in GROWN_DEEPER for command, entry in _grown_deeper(*grown)},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1295,7 +1318,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
-         *MORE_SEEDS_RUNS, ("s91", "ckpt-00030.pt"))
+         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
