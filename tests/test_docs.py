@@ -436,7 +436,7 @@ MORE_SEEDS_RUNS = tuple((f"s{seed}", f"ckpt-{c:05d}.pt") for seed in MORE_SEEDS 
 # 2026-12-05: s's 143 grown to 4x48 with 128 simulations (h), and the minutes at h's 161
 GROWN_DEEPER = ((95, 207.1), (96, 206.4))
 GROWN_DEEPER_RUNS = tuple((f"{run}{seed}", f"ckpt-{c:05d}.pt") for seed, _ in GROWN_DEEPER
-                          for run, c in (("h", 161), ("s", 161), ("s", 191)))
+                          for run, c in (("h", 161), ("s", 161), ("s", 191), ("d", 161)))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -625,7 +625,8 @@ def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, o
 def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
     """The commands of docs/experiments/2026-12-05-growing-with-a-deeper-search.md: s's checkpoint 143 on, grown to
     4x48 with 128 simulations (h) beside s going on, their wall times up to h's 161 (MINUTES), and the matches: h's 161
-    against s's 191 (equal wall time) and 161 (equal checkpoints), and s's 191 against its 141."""
+    against s's 191 (equal wall time) and 161 (equal checkpoints), and s's 191 against its 141; the deeper search
+    without the growth (d) to 161, and h's and s's 161 against d's."""
     stage = "'+stages.grow={from_checkpoint:144,set:{model:{blocks:4,channels:48},search:{num_simulations:128}}}'"
     return [
         (f"azshogi +experiment=cpu seed={seed} run=h{seed} resume=checkpoints/s{seed}/ckpt-00143.pt {stage} "
@@ -636,6 +637,12 @@ def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
         _twin_match(f"h{seed}", 161, f"s{seed}", 191),
         _twin_match(f"h{seed}", 161, f"s{seed}", 161),
         _twin_match(f"s{seed}", 191, f"s{seed}", 141),
+        (f"azshogi +experiment=cpu seed={seed} run=d{seed} resume=checkpoints/s{seed}/ckpt-00143.pt "
+         "'+stages.deeper2={from_checkpoint:144,set:{search:{num_simulations:128}}}' loop.max_checkpoints=161 "
+         "eval.every=0 loop.keep_checkpoints=400",
+         Check(f"continues s{seed} from checkpoint 143 to 161 with a deeper search (30 minutes)")),
+        _twin_match(f"h{seed}", 161, f"d{seed}", 161),
+        _twin_match(f"d{seed}", 161, f"s{seed}", 161),
     ]
 
 
