@@ -626,7 +626,7 @@ def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
     """The commands of docs/experiments/2026-12-05-growing-with-a-deeper-search.md: s's checkpoint 143 on, grown to
     4x48 with 128 simulations (h) beside s going on, their wall times up to h's 161 (MINUTES), and the matches: h's 161
     against s's 191 (equal wall time) and 161 (equal checkpoints), and s's 191 against its 141; the deeper search
-    without the growth (d) to 161, and h's and s's 161 against d's."""
+    without the growth (d) to 161, h's 161 against d's and d's against s's."""
     stage = "'+stages.grow={from_checkpoint:144,set:{model:{blocks:4,channels:48},search:{num_simulations:128}}}'"
     return [
         (f"azshogi +experiment=cpu seed={seed} run=h{seed} resume=checkpoints/s{seed}/ckpt-00143.pt {stage} "
