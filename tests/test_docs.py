@@ -627,19 +627,19 @@ def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
     4x48 with 128 simulations (h) beside s going on, their wall times up to h's 161 (MINUTES), and the matches: h's 161
     against s's 191 (equal wall time) and 161 (equal checkpoints), and s's 191 against its 141; the deeper search
     without the growth (d) to 161, h's 161 against d's and d's against s's."""
-    stage = "'+stages.grow={from_checkpoint:144,set:{model:{blocks:4,channels:48},search:{num_simulations:128}}}'"
+    def fork(run: str, stage: str, last: int) -> str:
+        return (f"azshogi +experiment=cpu seed={seed} run={run}{seed} resume=checkpoints/s{seed}/ckpt-00143.pt "
+                f"'+stages.{stage}' loop.max_checkpoints={last} eval.every=0 loop.keep_checkpoints=400")
+
     return [
-        (f"azshogi +experiment=cpu seed={seed} run=h{seed} resume=checkpoints/s{seed}/ckpt-00143.pt {stage} "
-         "loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
+        (fork("h", "grow={from_checkpoint:144,set:{model:{blocks:4,channels:48},search:{num_simulations:128}}}", 400),
          Check(f"continues s{seed} from checkpoint 143 until stopped, grown to 4x48 with a deeper search (80 minutes "
                "beside three other runs); test_stages.py grows a network in a run")),
         (f"python docs/tools/wall_times.py checkpoints/h{seed} checkpoints/s{seed} --at {minutes}", WALL_TIMES),
         _twin_match(f"h{seed}", 161, f"s{seed}", 191),
         _twin_match(f"h{seed}", 161, f"s{seed}", 161),
         _twin_match(f"s{seed}", 191, f"s{seed}", 141),
-        (f"azshogi +experiment=cpu seed={seed} run=d{seed} resume=checkpoints/s{seed}/ckpt-00143.pt "
-         "'+stages.deeper2={from_checkpoint:144,set:{search:{num_simulations:128}}}' loop.max_checkpoints=161 "
-         "eval.every=0 loop.keep_checkpoints=400",
+        (fork("d", "deeper2={from_checkpoint:144,set:{search:{num_simulations:128}}}", 161),
          Check(f"continues s{seed} from checkpoint 143 to 161 with a deeper search (30 minutes)")),
         _twin_match(f"h{seed}", 161, f"d{seed}", 161),
         _twin_match(f"d{seed}", 161, f"s{seed}", 161),
