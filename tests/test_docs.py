@@ -437,6 +437,11 @@ MORE_SEEDS_RUNS = tuple((f"s{seed}", f"ckpt-{c:05d}.pt") for seed in MORE_SEEDS 
 GROWN_DEEPER = ((95, 207.1), (96, 206.4))
 GROWN_DEEPER_RUNS = tuple((f"{run}{seed}", f"ckpt-{c:05d}.pt") for seed, _ in GROWN_DEEPER
                           for run, c in (("h", 161), ("s", 161), ("s", 191), ("d", 161)))
+# 2026-12-05: seed 97's trunk (s97), its fork at 100 with 128 simulations from 101 (e97), and seed 98 to 41
+DEEPER_AT_DROP = 131, 155  # e97's last checkpoint, and s97's at the same wall time
+DEEPER_AT_DROP_RUNS = (("s97", "ckpt-00041.pt"), ("s98", "ckpt-00041.pt"), ("s97", "ckpt-00141.pt"),
+                       ("e97", f"ckpt-{DEEPER_AT_DROP[0]:05d}.pt"),
+                       *(("s97", f"ckpt-{c:05d}.pt") for c in DEEPER_AT_DROP))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -643,6 +648,30 @@ def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
          Check(f"continues s{seed} from checkpoint 143 to 161 with a deeper search (30 minutes)")),
         _twin_match(f"h{seed}", 161, f"d{seed}", 161),
         _twin_match(f"d{seed}", 161, f"s{seed}", 161),
+    ]
+
+
+def _deeper_at_drop() -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-05-deeper-at-the-drop.md: s97 from scratch, e97 forked from its
+    checkpoint 100 with 128 simulations from 101, s98 to 41; their wall times; the 30-minute and 2-hour ladder
+    matches; e97's last checkpoint against s97's at the same wall time and at the same checkpoint."""
+    last, same_time = DEEPER_AT_DROP
+    return [
+        ("azshogi +experiment=cpu seed=97 run=s97 loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
+         Check("trains until stopped (two hours and more)")),
+        ("azshogi +experiment=cpu seed=97 run=e97 resume=checkpoints/s97/ckpt-00100.pt "
+         "'+stages.deeper2={from_checkpoint:101,set:{search:{num_simulations:128}}}' loop.max_checkpoints=400 "
+         "eval.every=0 loop.keep_checkpoints=400",
+         Check("continues s97 from checkpoint 100 with a deeper search until stopped (an hour)")),
+        ("azshogi +experiment=cpu seed=98 run=s98 loop.max_checkpoints=41 eval.every=0 loop.keep_checkpoints=400",
+         THIRTY_MINUTES),
+        ("python docs/tools/wall_times.py checkpoints/e97 checkpoints/s97 --at 117.5", WALL_TIMES),
+        ("python docs/tools/wall_times.py checkpoints/s98", WALL_TIMES),
+        *(_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5") for run in ("s97", "s98")),
+        _ladder_match("s97", "ckpt-00141.pt", "sf2", 192),
+        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("e97", last), ("s97", same_time))),
+        _twin_match("e97", last, "s97", same_time),
+        _twin_match("e97", last, "s97", last),
     ]
 
 
@@ -1197,6 +1226,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(f"s{seed}", "ckpt-00141.pt", "sf2", 192) for seed in MORE_SEEDS),
     # docs/experiments/2026-12-05-growing-with-a-deeper-search.md
     **{command: entry for grown in GROWN_DEEPER for command, entry in _grown_deeper(*grown)},
+    # docs/experiments/2026-12-05-deeper-at-the-drop.md
+    **dict(_deeper_at_drop()),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1325,7 +1356,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
-         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, ("s91", "ckpt-00030.pt"))
+         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
