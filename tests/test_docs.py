@@ -651,20 +651,24 @@ def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
     ]
 
 
+def _seed_run(seed: int, last: int = 400) -> str:
+    """Today's cpu preset from scratch as run s<SEED> to checkpoint LAST (400: until stopped), all kept."""
+    return (f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints={last} eval.every=0 "
+            "loop.keep_checkpoints=400")
+
+
 def _deeper_at_drop() -> list[tuple[str, object]]:
     """The commands of docs/experiments/2026-12-05-deeper-at-the-drop.md: s97 from scratch, e97 forked from its
     checkpoint 100 with 128 simulations from 101, s98 to 41; their wall times; the 30-minute and 2-hour ladder
     matches; e97's last checkpoint against s97's at the same wall time and at the same checkpoint."""
     last, same_time = DEEPER_AT_DROP
     return [
-        ("azshogi +experiment=cpu seed=97 run=s97 loop.max_checkpoints=400 eval.every=0 loop.keep_checkpoints=400",
-         Check("trains until stopped (two hours and more)")),
+        (_seed_run(97), Check("trains until stopped (two hours and more)")),
         ("azshogi +experiment=cpu seed=97 run=e97 resume=checkpoints/s97/ckpt-00100.pt "
          "'+stages.deeper2={from_checkpoint:101,set:{search:{num_simulations:128}}}' loop.max_checkpoints=400 "
          "eval.every=0 loop.keep_checkpoints=400",
          Check("continues s97 from checkpoint 100 with a deeper search until stopped (an hour)")),
-        ("azshogi +experiment=cpu seed=98 run=s98 loop.max_checkpoints=41 eval.every=0 loop.keep_checkpoints=400",
-         THIRTY_MINUTES),
+        (_seed_run(98, 41), THIRTY_MINUTES),
         ("python docs/tools/wall_times.py checkpoints/e97 checkpoints/s97 --at 117.5", WALL_TIMES),
         ("python docs/tools/wall_times.py checkpoints/s98", WALL_TIMES),
         *(_ladder_match(run, "ckpt-00041.pt", "greedy,sf-5") for run in ("s97", "s98")),
@@ -1219,8 +1223,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for past in PAST_FOUR_HOURS for command, entry in _past_four_hours(*past)},
     **{command: entry for grown in GROWN_ON for command, entry in _grown_on(*grown)},
     # docs/experiments/2026-12-04-two-more-seeds.md
-    **{f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints=400 eval.every=0 "
-       "loop.keep_checkpoints=400": Check("trains until stopped (two hours and more)") for seed in MORE_SEEDS},
+    **{_seed_run(seed): Check("trains until stopped (two hours and more)") for seed in MORE_SEEDS},
     "python docs/tools/wall_times.py checkpoints/s95 checkpoints/s96": WALL_TIMES,
     **dict(_ladder_match(f"s{seed}", "ckpt-00041.pt", "greedy,sf-5") for seed in MORE_SEEDS),
     **dict(_ladder_match(f"s{seed}", "ckpt-00141.pt", "sf2", 192) for seed in MORE_SEEDS),
