@@ -509,8 +509,9 @@ def _validate_eval(ev: EvalConfig) -> None:
 
 # The settings a stage may set: what the loop changes at a checkpoint without starting over
 # (train/loop.py). The network grows (never shrinks), self-play's search and playout caps, the
-# phases' sizes, the replay window, the learning rate and what training weighs; not what a
-# checkpoint must agree on (train.optimizer, model.value_hidden), nor the machine's settings.
+# phases' sizes, the replay window, the learning rate, what training weighs and its precision on
+# the CPU (train.cpu_bf16); not what a checkpoint must agree on (train.optimizer,
+# model.value_hidden), nor the machine's settings.
 STAGE_KEYS = (("model.blocks", "model.channels")
               + tuple(f"search.{f.name}" for f in fields(SearchConfig) if f.name != "kind")
               + ("selfplay.cheap_search_prob", "selfplay.cheap_simulations",
@@ -518,7 +519,7 @@ STAGE_KEYS = (("model.blocks", "model.channels")
               + tuple(f"train.{name}" for name in ("lr", "lr_schedule", "decay_steps", "min_lr_ratio", "batch_size",
                                                     "weight_decay", "momentum", "grad_clip", "value_loss_weight",
                                                     "value_target_root_weight", "mirror", "surprise_weight",
-                                                    "average_decay")))
+                                                    "average_decay", "cpu_bf16")))
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 

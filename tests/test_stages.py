@@ -379,3 +379,26 @@ def test_a_stage_sets_weight_decay_and_momentum_in_the_optimizer_it_keeps(tiny_n
     assert [(g["weight_decay"], g["momentum"], g["nesterov"]) for g in optimizer.param_groups] == [
         (1e-3, 0.0, False), (0.0, 0.0, False)]  # the second group, biases and norms, never decays
     assert learning_rate(10_000, trainer.cfg) == 0.5
+
+
+
+def test_a_stage_that_sets_cpu_bf16_trains_its_next_steps_as_a_bf16_run_would(tiny_net):
+    import copy
+
+    from test_trainer import fixed_batch, step
+
+    from azshogi.config import TrainConfig
+    from azshogi.train.trainer import Trainer
+
+    # At a learning rate of 0 the weights stay as they are: each step's loss says only how it was computed.
+    fp32, bf16 = TrainConfig(lr=0.0, warmup_steps=0), TrainConfig(lr=0.0, warmup_steps=0, cpu_bf16=True)
+    switched, plain, native = (Trainer(copy.deepcopy(tiny_net).train(), cfg, torch.device("cpu"))
+                               for cfg in (fp32, fp32, bf16))
+    batch = fixed_batch()
+    losses = [step(t, batch).policy_loss for t in (switched, plain, native)]
+    assert losses[0] == losses[1] != losses[2]
+    assert losses[2] == pytest.approx(losses[1], rel=0.02)  # bf16's rounding, not another loss
+    switched.configure(bf16)  # the stage begins: from the next step on, bf16 as a run trained so
+    assert step(switched, batch).policy_loss == step(native, batch).policy_loss
+    switched.configure(fp32)  # and back where a stage ends
+    assert step(switched, batch).policy_loss == step(plain, batch).policy_loss

@@ -100,13 +100,7 @@ class Trainer:
         # the network has the opponent-policy head (model.opponent_policy): batches carry its target
         self.opponent = bool(getattr(model, "opponent_policy", False))
         self.use_amp = cfg.amp and device.type == "cuda"
-        self.autocast_dtype: Optional[torch.dtype]
-        if self.use_amp:
-            self.autocast_dtype = torch.float16
-        elif cfg.cpu_bf16 and device.type == "cpu":
-            self.autocast_dtype = torch.bfloat16
-        else:
-            self.autocast_dtype = None
+        self.autocast_dtype = self._autocast_dtype(cfg)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
         self.step_count = 0  # optimizer steps attempted (the learning-rate clock)
         self.warm_start = 0  # the step this trainer's optimizer began at (its warm-up's start)
@@ -134,10 +128,21 @@ class Trainer:
         _momentum_from_zero(optimizer)
         return optimizer
 
+    def _autocast_dtype(self, cfg: TrainConfig) -> Optional[torch.dtype]:
+        """The steps' autocast dtype: fp16 with a loss scale on CUDA (train.amp), bf16 on the CPU
+        where train.cpu_bf16 asks for it (a stage may switch it), else none (fp32)."""
+        if self.use_amp:
+            return torch.float16
+        if cfg.cpu_bf16 and self.device.type == "cpu":
+            return torch.bfloat16
+        return None
+
     def configure(self, cfg: TrainConfig) -> None:
         """Trains on with a stage's settings (train/stages.py): the learning rate follows them from
-        the next step, their weight decay and momentum are set in the optimizer's groups."""
+        the next step, their weight decay and momentum are set in the optimizer's groups, their
+        autocast dtype (train.cpu_bf16) from the next step."""
         self.cfg = cfg
+        self.autocast_dtype = self._autocast_dtype(cfg)
         if "optimizer" in self.__dict__:  # made already
             decay = self.optimizer.param_groups[0]
             decay["weight_decay"] = cfg.weight_decay
