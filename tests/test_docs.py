@@ -442,6 +442,12 @@ DEEPER_AT_DROP = 131, 155  # e97's last checkpoint, and s97's at the same wall t
 DEEPER_AT_DROP_RUNS = (("s97", "ckpt-00041.pt"), ("s98", "ckpt-00041.pt"), ("s97", "ckpt-00141.pt"),
                        ("e97", f"ckpt-{DEEPER_AT_DROP[0]:05d}.pt"),
                        *(("s97", f"ckpt-{c:05d}.pt") for c in DEEPER_AT_DROP))
+# 2026-12-05: s97's checkpoint 156 on unchanged (u97) and grown to 4x48 trained in bf16 (b97), to 3 hours
+GROWN_BF16 = 218, 243  # b97's checkpoint at 180 minutes, and u97's
+GROWN_BF16_CONTROL = 185  # the fp32 growth's last checkpoint (g97), matched with b97's and u97's
+GROWN_BF16_RUNS = (("b97", f"ckpt-{GROWN_BF16[0]:05d}.pt"),
+                   *(("u97", f"ckpt-{c:05d}.pt") for c in GROWN_BF16),
+                   *((run, f"ckpt-{GROWN_BF16_CONTROL:05d}.pt") for run in ("g97", "b97", "u97")))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -655,6 +661,32 @@ def _seed_run(seed: int, last: int = 400) -> str:
     """Today's cpu preset from scratch as run s<SEED> to checkpoint LAST (400: until stopped), all kept."""
     return (f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints={last} eval.every=0 "
             "loop.keep_checkpoints=400")
+
+
+def _grown_bf16() -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-05-growing-in-bf16.md: s97's checkpoint 156 on unchanged (u97) and
+    grown to 4x48 with its steps in bf16 (b97); their wall times; b97's checkpoint at 3 hours against u97's at the
+    same wall time and at the same checkpoint, and both against Skill Level 2; the control grown with fp32 steps
+    (g97), matched at equal checkpoints with both."""
+    grown, same_time = GROWN_BF16
+    fork = "azshogi +experiment=cpu seed=97 run={} resume=checkpoints/s97/ckpt-00156.pt {}loop.max_checkpoints=400 " \
+           "eval.every=0 loop.keep_checkpoints=400"
+    return [
+        (fork.format("u97", ""), Check("continues s97 from checkpoint 156 until stopped (an hour)")),
+        (fork.format("b97", "'+stages.grow={from_checkpoint:157,set:{model:{blocks:4,channels:48},"
+                            "train:{cpu_bf16:true}}}' "),
+         Check("continues s97 from checkpoint 156 until stopped, grown to 4x48 with bf16 steps (an hour); "
+               "test_stages.py grows a network in a run and switches a trainer to bf16")),
+        ("python docs/tools/wall_times.py checkpoints/u97 checkpoints/b97 --at 180", WALL_TIMES),
+        _twin_match("b97", grown, "u97", same_time),
+        _twin_match("b97", grown, "u97", grown),
+        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("b97", grown), ("u97", same_time))),
+        (fork.format("g97", "'+stages.grow={from_checkpoint:157,set:{model:{blocks:4,channels:48}}}' ").replace(
+            "max_checkpoints=400", f"max_checkpoints={GROWN_BF16_CONTROL}"),
+         Check(f"continues s97 from checkpoint 156 to {GROWN_BF16_CONTROL}, grown to 4x48 with fp32 steps (35 "
+               "minutes)")),
+        *(_twin_match("g97", GROWN_BF16_CONTROL, twin, GROWN_BF16_CONTROL) for twin in ("b97", "u97")),
+    ]
 
 
 def _deeper_at_drop() -> list[tuple[str, object]]:
@@ -1231,6 +1263,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for grown in GROWN_DEEPER for command, entry in _grown_deeper(*grown)},
     # docs/experiments/2026-12-05-deeper-at-the-drop.md
     **dict(_deeper_at_drop()),
+    **dict(_grown_bf16()),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
@@ -1359,7 +1392,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
-         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, ("s91", "ckpt-00030.pt"))
+         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
