@@ -381,7 +381,6 @@ def test_a_stage_sets_weight_decay_and_momentum_in_the_optimizer_it_keeps(tiny_n
     assert learning_rate(10_000, trainer.cfg) == 0.5
 
 
-
 def test_a_stage_that_sets_cpu_bf16_trains_its_next_steps_as_a_bf16_run_would(tiny_net):
     import copy
 

@@ -138,9 +138,9 @@ class Trainer:
         return None
 
     def configure(self, cfg: TrainConfig) -> None:
-        """Trains on with a stage's settings (train/stages.py): the learning rate follows them from
-        the next step, their weight decay and momentum are set in the optimizer's groups, their
-        autocast dtype (train.cpu_bf16) from the next step."""
+        """Trains on with a stage's settings (train/stages.py): the learning rate and the autocast
+        dtype (train.cpu_bf16) follow them from the next step, their weight decay and momentum are
+        set in the optimizer's groups."""
         self.cfg = cfg
         self.autocast_dtype = self._autocast_dtype(cfg)
         if "optimizer" in self.__dict__:  # made already
