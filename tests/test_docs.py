@@ -633,14 +633,27 @@ def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, o
     ]
 
 
+def _seed_run(seed: int, last: int = 400) -> str:
+    """Today's cpu preset from scratch as run s<SEED> to checkpoint LAST (400: until stopped), all kept."""
+    return (f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints={last} eval.every=0 "
+            "loop.keep_checkpoints=400")
+
+
+def _fork(seed: int, run: str, at: int, stage: str = "", last: int = 400) -> str:
+    """Run RUN forked from s<SEED>'s checkpoint AT, with the stage STAGE (NAME={...}) added where given, to checkpoint
+    LAST (400: until stopped), all kept."""
+    added = f"'+stages.{stage}' " if stage else ""
+    return (f"azshogi +experiment=cpu seed={seed} run={run} resume=checkpoints/s{seed}/ckpt-{at:05d}.pt {added}"
+            f"loop.max_checkpoints={last} eval.every=0 loop.keep_checkpoints=400")
+
+
 def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
     """The commands of docs/experiments/2026-12-05-growing-with-a-deeper-search.md: s's checkpoint 143 on, grown to
     4x48 with 128 simulations (h) beside s going on, their wall times up to h's 161 (MINUTES), and the matches: h's 161
     against s's 191 (equal wall time) and 161 (equal checkpoints), and s's 191 against its 141; the deeper search
     without the growth (d) to 161, h's 161 against d's and d's against s's."""
     def fork(run: str, stage: str, last: int) -> str:
-        return (f"azshogi +experiment=cpu seed={seed} run={run}{seed} resume=checkpoints/s{seed}/ckpt-00143.pt "
-                f"'+stages.{stage}' loop.max_checkpoints={last} eval.every=0 loop.keep_checkpoints=400")
+        return _fork(seed, f"{run}{seed}", 143, stage, last)
 
     return [
         (fork("h", "grow={from_checkpoint:144,set:{model:{blocks:4,channels:48},search:{num_simulations:128}}}", 400),
@@ -657,10 +670,6 @@ def _grown_deeper(seed: int, minutes: float) -> list[tuple[str, object]]:
     ]
 
 
-def _seed_run(seed: int, last: int = 400) -> str:
-    """Today's cpu preset from scratch as run s<SEED> to checkpoint LAST (400: until stopped), all kept."""
-    return (f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints={last} eval.every=0 "
-            "loop.keep_checkpoints=400")
 
 
 def _grown_bf16() -> list[tuple[str, object]]:
@@ -669,20 +678,17 @@ def _grown_bf16() -> list[tuple[str, object]]:
     same wall time and at the same checkpoint, and both against Skill Level 2; the control grown with fp32 steps
     (g97), matched at equal checkpoints with both."""
     grown, same_time = GROWN_BF16
-    fork = "azshogi +experiment=cpu seed=97 run={} resume=checkpoints/s97/ckpt-00156.pt {}loop.max_checkpoints=400 " \
-           "eval.every=0 loop.keep_checkpoints=400"
+    growth = "grow={from_checkpoint:157,set:{model:{blocks:4,channels:48}%s}}"
     return [
-        (fork.format("u97", ""), Check("continues s97 from checkpoint 156 until stopped (an hour)")),
-        (fork.format("b97", "'+stages.grow={from_checkpoint:157,set:{model:{blocks:4,channels:48},"
-                            "train:{cpu_bf16:true}}}' "),
+        (_fork(97, "u97", 156), Check("continues s97 from checkpoint 156 until stopped (an hour)")),
+        (_fork(97, "b97", 156, growth % ",train:{cpu_bf16:true}"),
          Check("continues s97 from checkpoint 156 until stopped, grown to 4x48 with bf16 steps (an hour); "
                "test_stages.py grows a network in a run and switches a trainer to bf16")),
         ("python docs/tools/wall_times.py checkpoints/u97 checkpoints/b97 --at 180", WALL_TIMES),
         _twin_match("b97", grown, "u97", same_time),
         _twin_match("b97", grown, "u97", grown),
         *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("b97", grown), ("u97", same_time))),
-        (fork.format("g97", "'+stages.grow={from_checkpoint:157,set:{model:{blocks:4,channels:48}}}' ").replace(
-            "max_checkpoints=400", f"max_checkpoints={GROWN_BF16_CONTROL}"),
+        (_fork(97, "g97", 156, growth % "", GROWN_BF16_CONTROL),
          Check(f"continues s97 from checkpoint 156 to {GROWN_BF16_CONTROL}, grown to 4x48 with fp32 steps (35 "
                "minutes)")),
         *(_twin_match("g97", GROWN_BF16_CONTROL, twin, GROWN_BF16_CONTROL) for twin in ("b97", "u97")),
@@ -696,9 +702,7 @@ def _deeper_at_drop() -> list[tuple[str, object]]:
     last, same_time = DEEPER_AT_DROP
     return [
         (_seed_run(97), Check("trains until stopped (two hours and more)")),
-        ("azshogi +experiment=cpu seed=97 run=e97 resume=checkpoints/s97/ckpt-00100.pt "
-         "'+stages.deeper2={from_checkpoint:101,set:{search:{num_simulations:128}}}' loop.max_checkpoints=400 "
-         "eval.every=0 loop.keep_checkpoints=400",
+        (_fork(97, "e97", 100, "deeper2={from_checkpoint:101,set:{search:{num_simulations:128}}}"),
          Check("continues s97 from checkpoint 100 with a deeper search until stopped (an hour)")),
         (_seed_run(98, 41), THIRTY_MINUTES),
         ("python docs/tools/wall_times.py checkpoints/e97 checkpoints/s97 --at 117.5", WALL_TIMES),
@@ -1263,6 +1267,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **{command: entry for grown in GROWN_DEEPER for command, entry in _grown_deeper(*grown)},
     # docs/experiments/2026-12-05-deeper-at-the-drop.md
     **dict(_deeper_at_drop()),
+    # docs/experiments/2026-12-05-growing-in-bf16.md
     **dict(_grown_bf16()),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
