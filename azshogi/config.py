@@ -106,6 +106,8 @@ class InferenceConfig:
     dtype: Dtype = Dtype.auto  # autocast dtype; auto = bf16 where the hardware has it, else fp32
     channels_last: bool = True
     fold_batchnorm: bool = True  # evaluate a batch-norm-folded form, refreshed when weights change
+    # on a CPU, each folded convolution with its bias, residual add and ReLU as one oneDNN call
+    fuse: bool = True
     compile: bool = False  # torch.compile on padded batch shapes (slow first start, faster after)
     # with compile on CUDA: replay each batch bucket's forward pass as a captured CUDA graph
     # (torch.compile's reduce-overhead mode): no per-op launch cost on the host

@@ -162,6 +162,21 @@ FORWARD_COST = Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "-
                    then=lambda folder, output: _ms_a_call(output))
 
 
+def _fused_and_unfused(output: str) -> None:
+    """forward_cost.py --fuse both: a line per batch size with both medians and their ratio."""
+    line = (r"^1x16 batch 32, 1 thread\(s\), bf16: fused ([\d.]+) ms a call, unfused ([\d.]+): ([\d.]+) times as "
+            r"fast \(medians of 1\)$")
+    found = re.search(line, output, re.M)
+    assert found, output
+    fused, unfused, ratio = (float(x) for x in found.groups())
+    assert abs(unfused / fused - ratio) < 0.01, output
+
+
+# forward_cost.py --fuse both as documented, on a 1x16 network, one short window of each
+FORWARD_FUSE = Run(("--model", "1x16", "--batches", "32", "--seconds", "0.05", "--windows", "1"),
+                   then=lambda folder, output: _fused_and_unfused(output))
+
+
 def _profile_rows(folder: Path, output: str) -> None:
     """engine_profile.py: a row per batch size and position, a cost per leaf, the parts' shares."""
     rows = re.findall(r"^ *(\d+) (startpos|mid11) +([\d.]+) +([\d.]+) +([\d.]+)  (.*)$", output, re.M)
@@ -1271,6 +1286,13 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_grown_bf16()),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
+    # docs/benchmarks.md, "Fused convolutions"
+    "python docs/tools/forward_cost.py --model 3x32 --batches 8,64,128,256 --threads 1 --dtype bf16 --fuse both":
+        FORWARD_FUSE,
+    "azshogi-bench +experiment=cpu device=cpu search.num_simulations=64 search.max_num_considered_actions=16 "
+    "inference.fuse=false bench.seconds=6 bench.repeats=3 bench.warmup_seconds=4": Check(BENCH),
+    "azshogi-bench +experiment=cpu device=cpu search.num_simulations=64 search.max_num_considered_actions=16 "
+    "bench.seconds=6 bench.repeats=3 bench.warmup_seconds=4": Check(BENCH),
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 train.surprise_weight=0.5":
         Check("a benchmark (minutes); test_train_bench.py runs it smoke-sized"),
     # docs/strength.md and docs/experiments/, inline

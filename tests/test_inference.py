@@ -6,7 +6,7 @@ import torch
 from test_features import random_positions
 
 from azshogi.nn.evaluator import LocalEvaluator
-from azshogi.nn.inference import InferenceNet, batch_buckets
+from azshogi.nn.inference import FUSED_MIN_BATCH, InferenceNet, batch_buckets, fusion_available
 from azshogi.nn.network import build
 from azshogi.shogi import features
 
@@ -38,12 +38,18 @@ def positions(n=48, seed=8):
 # here), so that an output that ignored its input could not pass.
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 0.1)])
 @pytest.mark.parametrize("channels_last", [True, False])
-def test_folded_network_agrees_with_the_plain_network(trained_net, dtype, tolerance, channels_last):
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("hand_planes", ["board", "one value"])
+def test_folded_network_agrees_with_the_plain_network(trained_net, dtype, tolerance, channels_last, fuse, hand_planes):
     x1, x2 = positions()
     with torch.no_grad():
         policy, value = trained_net(x1, x2)
-    fast = InferenceNet(trained_net, torch.device("cpu"), dtype, channels_last=channels_last, fold_batchnorm=True)
-    p, v = fast(x1, x2)
+    fast = InferenceNet(trained_net, torch.device("cpu"), dtype, channels_last=channels_last, fold_batchnorm=True,
+                        fuse=fuse)
+    assert len(x1) >= FUSED_MIN_BATCH  # a batch the fused path takes
+    # the fused convolutions run wherever PyTorch has them (this CPU build: oneDNN), channels_last
+    assert fast.net.fused == (fuse and channels_last and fusion_available(torch.device("cpu"), dtype))
+    p, v = fast(x1, x2 if hand_planes == "board" else x2[:, :, :1, :1].contiguous())
     assert p.dtype == v.dtype == dtype  # computed in that precision
     for name, got, want in (("policy", p, policy), ("value", v, value)):
         spread = float(want.max() - want.min())

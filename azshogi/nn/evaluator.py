@@ -103,4 +103,5 @@ def make_evaluator(model: torch.nn.Module, device: torch.device, cfg, max_batch:
     """The in-process evaluator for an InferenceConfig `cfg` (stand_in: see LocalEvaluator)."""
     return LocalEvaluator(model, device, resolve_dtype(cfg.dtype.value, device), channels_last=cfg.channels_last,
                           fold_batchnorm=cfg.fold_batchnorm, compile=cfg.compile, max_batch=max_batch,
-                          compile_cache=cfg.compile_cache, cuda_graphs=cfg.cuda_graphs, stand_in=stand_in)
+                          compile_cache=cfg.compile_cache, cuda_graphs=cfg.cuda_graphs, fuse=cfg.fuse,
+                          stand_in=stand_in)

@@ -31,6 +31,12 @@ def _fold(conv_weight: torch.Tensor, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, 
     return conv_weight * scale.reshape(-1, 1, 1, 1), bn.bias - bn.running_mean * scale
 
 
+# The fused path's smallest batch: below it oneDNN's fused calls cost more than they save
+# (3x32 on a 2-core Xeon: 0.84-0.93 times as fast at batch 1-16, 1.04 at 32, 1.23-1.66 at 128-256
+# in bf16; docs/benchmarks.md, "Fused convolutions").
+FUSED_MIN_BATCH = 32
+
+
 class FoldedNet(nn.Module):
     """PolicyValueNet's eval-mode function with every batch norm folded away, its weights held
     in `dtype` (inputs are cast to it; the outputs come out in it)."""
@@ -39,6 +45,7 @@ class FoldedNet(nn.Module):
         super().__init__()
         self.source = [source]  # a list: not registered as a submodule (no second state_dict)
         self.blocks, self.dtype = source.blocks, dtype
+        self.fused = False  # forward through _forward_fused (InferenceNet sets it where fusion_available)
         self.weights = nn.ParameterDict()
         with torch.no_grad():
             for name, tensor in self._folded().items():
@@ -71,6 +78,8 @@ class FoldedNet(nn.Module):
         convolution's output is broadcast."""
         w = self.weights
         features1, features2 = features1.to(self.dtype), features2.to(self.dtype)
+        if self.fused and len(features1) >= FUSED_MIN_BATCH:
+            return self._forward_fused(features1, features2)
         x = F.relu(F.conv2d(features1, w["stem1_w"], w["stem_b"], padding=1) + F.conv2d(features2, w["stem2_w"]))
         for i in range(self.blocks):
             y = F.relu(F.conv2d(x, w[f"b{i}_w1"], w[f"b{i}_b1"], padding=1))
@@ -79,6 +88,29 @@ class FoldedNet(nn.Module):
         v = F.relu(F.conv2d(x, w["value_w"], w["value_b"])).flatten(1)
         value = F.linear(F.relu(F.linear(v, w["fc1_w"], w["fc1_b"])), w["fc2_w"], w["fc2_b"])
         return policy, value
+
+    def _forward_fused(self, features1: torch.Tensor, features2: torch.Tensor):
+        """forward's function with each convolution, its bias, the residual (or the stem's
+        broadcast hand planes) and the ReLU after it as one oneDNN call: no separate passes over
+        the activations for the adds and ReLUs (most of a small network's time on a CPU)."""
+        w, conv = self.weights, torch.ops.mkldnn._convolution_pointwise
+        same, one = [1, 1], [1, 1]
+        hands = F.conv2d(features2, w["stem2_w"])  # (N, C, 1, 1) or (N, C, 9, 9): broadcast in the add
+        x = conv.binary(features1, hands, w["stem1_w"], w["stem_b"], same, one, one, 1, "add", 1.0, "relu", [], "")
+        for i in range(self.blocks):
+            y = conv(x, w[f"b{i}_w1"], w[f"b{i}_b1"], same, one, one, 1, "relu", [], "")
+            x = conv.binary(y, x, w[f"b{i}_w2"], w[f"b{i}_b2"], same, one, one, 1, "add", 1.0, "relu", [], "")
+        policy = F.conv2d(x, w["policy_w"], w["policy_b"]).flatten(1)
+        v = conv(x, w["value_w"], w["value_b"], [0, 0], one, one, 1, "relu", [], "").flatten(1)
+        value = F.linear(F.relu(F.linear(v, w["fc1_w"], w["fc1_b"])), w["fc2_w"], w["fc2_b"])
+        return policy, value
+
+
+def fusion_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether FoldedNet can run fused on `device` in `dtype`: a CPU, and a PyTorch built with
+    oneDNN (mkldnn) and its pointwise-fused convolution (the op torch.compile's CPU code uses)."""
+    return (device.type == "cpu" and dtype in (torch.float32, torch.bfloat16) and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_convolution_pointwise"))
 
 
 def _version(tensors: list) -> int:
@@ -110,13 +142,19 @@ class InferenceNet:
 
     def __init__(self, model: nn.Module, device: torch.device, dtype: torch.dtype = torch.float32,
                  channels_last: bool = True, fold_batchnorm: bool = True, compile: bool = False,
-                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None, cuda_graphs: bool = False):
+                 max_batch: Optional[int] = None, compile_cache: Optional[str] = None, cuda_graphs: bool = False,
+                 fuse: bool = True):
+        """fuse: on a CPU, run the folded network's convolutions fused with their adds and ReLUs
+        (FoldedNet._forward_fused) where PyTorch has the op: channels_last only (oneDNN's bf16
+        add-and-ReLU has no other layout), not with compile (which fuses by itself)."""
         self.model, self.device, self.dtype = model, device, dtype
         self.channels_last = channels_last
         self.fold = False
         self.net: nn.Module = model
         if fold_batchnorm and isinstance(model, PolicyValueNet):
-            self.fold, self.net = True, FoldedNet(model, dtype).to(device)
+            folded = FoldedNet(model, dtype).to(device)
+            folded.fused = fuse and channels_last and not compile and fusion_available(device, dtype)
+            self.fold, self.net = True, folded
         if channels_last:
             # Module.to takes memory_format (torch's stubs list only its tensor overloads' keywords)
             self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]

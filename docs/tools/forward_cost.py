@@ -2,8 +2,11 @@
 batch of positions, for a few batch sizes (the fixed cost a call carries shows at small batches).
 
     python docs/tools/forward_cost.py [--model 3x32] [--batches 8,128] [--threads 1] [--seconds 1] [--windows 5]
+        [--dtype fp32] [--fuse on|off|both]
 
-Prints one line per batch size: the median of the windows' ms a call (docs/benchmarks.md)."""
+Prints one line per batch size: the median of the windows' ms a call (docs/benchmarks.md).
+`--fuse both`: the fused and the unfused network (inference.fuse) in alternate windows, both
+medians on one line and their ratio."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +22,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="length of a window (default 1)")
     parser.add_argument("--windows", type=int, default=5, help="windows per batch size (default 5)")
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="inference dtype (default fp32)")
+    parser.add_argument("--fuse", default="on", choices=["on", "off", "both"],
+                        help="inference.fuse (default on); both: each in alternate windows")
     args = parser.parse_args(argv)
     try:
         blocks, channels = (int(x) for x in args.model.lower().split("x"))
@@ -36,21 +41,30 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     net = build(blocks, channels, 256).eval()
     device = torch.device("cpu")
+    variants = {"on": [True], "off": [False], "both": [True, False]}[args.fuse]
     for batch_size in batches:
-        evaluator = LocalEvaluator(net, device, resolve_dtype(args.dtype, device), max_batch=batch_size)
-        batch = fill(evaluator.allocate(batch_size), sample_positions(batch_size, 0))
-        for _ in range(10):
-            evaluator.evaluate(batch)
-        per_call = []
-        for _ in range(args.windows):
-            calls, start = 0, time.perf_counter()
-            while time.perf_counter() - start < args.seconds:
+        calls = {}
+        for fuse in variants:
+            evaluator = LocalEvaluator(net, device, resolve_dtype(args.dtype, device), max_batch=batch_size, fuse=fuse)
+            batch = fill(evaluator.allocate(batch_size), sample_positions(batch_size, 0))
+            for _ in range(10):
                 evaluator.evaluate(batch)
-                calls += 1
-            per_call.append(1000 * (time.perf_counter() - start) / calls)
-        print(f"{args.model} batch {batch_size}, {args.threads} thread(s), {args.dtype}: "
-              f"{statistics.median(per_call):.3f} ms a call (median of {args.windows})")
-
+            calls[fuse] = evaluator, batch
+        per_call: dict[bool, list[float]] = {fuse: [] for fuse in variants}
+        for _ in range(args.windows):
+            for fuse, (evaluator, batch) in calls.items():
+                count, start = 0, time.perf_counter()
+                while time.perf_counter() - start < args.seconds:
+                    evaluator.evaluate(batch)
+                    count += 1
+                per_call[fuse].append(1000 * (time.perf_counter() - start) / count)
+        ms = {fuse: statistics.median(times) for fuse, times in per_call.items()}
+        head = f"{args.model} batch {batch_size}, {args.threads} thread(s), {args.dtype}"
+        if len(ms) == 1:
+            print(f"{head}: {ms[variants[0]]:.3f} ms a call (median of {args.windows})")
+        else:
+            print(f"{head}: fused {ms[True]:.3f} ms a call, unfused {ms[False]:.3f}: {ms[False] / ms[True]:.2f} times "
+                  f"as fast (medians of {args.windows})")
 
 if __name__ == "__main__":
     main()
