@@ -463,6 +463,11 @@ GROWN_BF16_CONTROL = 185  # the fp32 growth's last checkpoint (g97), matched wit
 GROWN_BF16_RUNS = (("b97", f"ckpt-{GROWN_BF16[0]:05d}.pt"),
                    *(("u97", f"ckpt-{c:05d}.pt") for c in GROWN_BF16),
                    *((run, f"ckpt-{GROWN_BF16_CONTROL:05d}.pt") for run in ("g97", "b97", "u97")))
+# 2026-12-05: s97's checkpoint 41 on with fp32 (p97) and bf16 (f97) training steps, side by side
+BF16_STEPS = 174, 160  # f97's checkpoint at the pair's equal wall time, and p97's
+BF16_STEPS_MINUTES = 114.5
+BF16_STEPS_RUNS = (("f97", f"ckpt-{BF16_STEPS[0]:05d}.pt"), *(("p97", f"ckpt-{c:05d}.pt") for c in BF16_STEPS),
+                   ("f97", f"ckpt-{BF16_STEPS[1]:05d}.pt"))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -707,6 +712,24 @@ def _grown_bf16() -> list[tuple[str, object]]:
          Check(f"continues s97 from checkpoint 156 to {GROWN_BF16_CONTROL}, grown to 4x48 with fp32 steps (35 "
                "minutes)")),
         *(_twin_match("g97", GROWN_BF16_CONTROL, twin, GROWN_BF16_CONTROL) for twin in ("b97", "u97")),
+    ]
+
+
+def _bf16_steps() -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-05-bf16-steps-and-fused-convolutions.md: s97's checkpoint 41 on with
+    fp32 steps (p97) and bf16 steps (f97); their wall times; f97's checkpoint at the pair's equal wall time against
+    p97's there and at the same checkpoint, and both against Skill Level 2."""
+    bf16, fp32 = BF16_STEPS
+    return [
+        (_fork(97, "p97", 41), Check("continues s97 from checkpoint 41 until stopped (two hours)")),
+        (_fork(97, "f97", 41) + " train.cpu_bf16=true",
+         Check("continues s97 from checkpoint 41 with bf16 steps until stopped (two hours); test_stages.py trains "
+               "with train.cpu_bf16 (its stage test)")),
+        (f"python docs/tools/wall_times.py checkpoints/p97 checkpoints/f97 --at {BF16_STEPS_MINUTES:g}", WALL_TIMES),
+        _twin_match("f97", bf16, "p97", fp32),
+        _twin_match("f97", fp32, "p97", fp32),
+        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("f97", bf16), ("p97", fp32))),
+        ("azshogi +experiment=cpu train.cpu_bf16=true", Check("trains for hours (the preset with bf16 steps)")),
     ]
 
 
@@ -1284,6 +1307,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_deeper_at_drop()),
     # docs/experiments/2026-12-05-growing-in-bf16.md
     **dict(_grown_bf16()),
+    # docs/experiments/2026-12-05-bf16-steps-and-fused-convolutions.md
+    **dict(_bf16_steps()),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     # docs/benchmarks.md, "Fused convolutions"
@@ -1419,7 +1444,8 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
-         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, ("s91", "ckpt-00030.pt"))
+         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, *BF16_STEPS_RUNS,
+         ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
