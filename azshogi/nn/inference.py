@@ -45,7 +45,7 @@ class FoldedNet(nn.Module):
         super().__init__()
         self.source = [source]  # a list: not registered as a submodule (no second state_dict)
         self.blocks, self.dtype = source.blocks, dtype
-        self.fused = False  # forward through _forward_fused (InferenceNet sets it where fusion_available)
+        self.fused = False  # the tower through _tower_fused (InferenceNet sets it where fusion_available)
         self.weights = nn.ParameterDict()
         with torch.no_grad():
             for name, tensor in self._folded().items():
@@ -79,32 +79,30 @@ class FoldedNet(nn.Module):
         w = self.weights
         features1, features2 = features1.to(self.dtype), features2.to(self.dtype)
         if self.fused and len(features1) >= FUSED_MIN_BATCH:
-            return self._forward_fused(features1, features2)
-        x = F.relu(F.conv2d(features1, w["stem1_w"], w["stem_b"], padding=1) + F.conv2d(features2, w["stem2_w"]))
-        for i in range(self.blocks):
-            y = F.relu(F.conv2d(x, w[f"b{i}_w1"], w[f"b{i}_b1"], padding=1))
-            x = F.relu(x + F.conv2d(y, w[f"b{i}_w2"], w[f"b{i}_b2"], padding=1))
+            x = self._tower_fused(features1, features2)
+        else:
+            x = F.relu(F.conv2d(features1, w["stem1_w"], w["stem_b"], padding=1) + F.conv2d(features2, w["stem2_w"]))
+            for i in range(self.blocks):
+                y = F.relu(F.conv2d(x, w[f"b{i}_w1"], w[f"b{i}_b1"], padding=1))
+                x = F.relu(x + F.conv2d(y, w[f"b{i}_w2"], w[f"b{i}_b2"], padding=1))
         policy = F.conv2d(x, w["policy_w"], w["policy_b"]).flatten(1)
         v = F.relu(F.conv2d(x, w["value_w"], w["value_b"])).flatten(1)
         value = F.linear(F.relu(F.linear(v, w["fc1_w"], w["fc1_b"])), w["fc2_w"], w["fc2_b"])
         return policy, value
 
-    def _forward_fused(self, features1: torch.Tensor, features2: torch.Tensor):
-        """forward's function with each convolution, its bias, the residual (or the stem's
-        broadcast hand planes) and the ReLU after it as one oneDNN call: no separate passes over
-        the activations for the adds and ReLUs (most of a small network's time on a CPU)."""
+    def _tower_fused(self, features1: torch.Tensor, features2: torch.Tensor) -> torch.Tensor:
+        """The stem and the residual tower of `forward`, each convolution with its bias, the
+        residual (or the stem's broadcast hand planes) and the ReLU after it as one oneDNN call:
+        no separate passes over the activations for the adds and ReLUs (most of a small
+        network's time on a CPU)."""
         w, conv = self.weights, torch.ops.mkldnn._convolution_pointwise
-        same, one = [1, 1], [1, 1]
+        pad, unit = [1, 1], [1, 1]  # padding 1; stride and dilation 1
         hands = F.conv2d(features2, w["stem2_w"])  # (N, C, 1, 1) or (N, C, 9, 9): broadcast in the add
-        x = conv.binary(features1, hands, w["stem1_w"], w["stem_b"], same, one, one, 1, "add", 1.0, "relu", [], "")
+        x = conv.binary(features1, hands, w["stem1_w"], w["stem_b"], pad, unit, unit, 1, "add", 1.0, "relu", [], "")
         for i in range(self.blocks):
-            y = conv(x, w[f"b{i}_w1"], w[f"b{i}_b1"], same, one, one, 1, "relu", [], "")
-            x = conv.binary(y, x, w[f"b{i}_w2"], w[f"b{i}_b2"], same, one, one, 1, "add", 1.0, "relu", [], "")
-        policy = F.conv2d(x, w["policy_w"], w["policy_b"]).flatten(1)
-        v = conv(x, w["value_w"], w["value_b"], [0, 0], one, one, 1, "relu", [], "").flatten(1)
-        value = F.linear(F.relu(F.linear(v, w["fc1_w"], w["fc1_b"])), w["fc2_w"], w["fc2_b"])
-        return policy, value
-
+            y = conv(x, w[f"b{i}_w1"], w[f"b{i}_b1"], pad, unit, unit, 1, "relu", [], "")
+            x = conv.binary(y, x, w[f"b{i}_w2"], w[f"b{i}_b2"], pad, unit, unit, 1, "add", 1.0, "relu", [], "")
+        return x
 
 def fusion_available(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether FoldedNet can run fused on `device` in `dtype`: a CPU, and a PyTorch built with
@@ -145,7 +143,7 @@ class InferenceNet:
                  max_batch: Optional[int] = None, compile_cache: Optional[str] = None, cuda_graphs: bool = False,
                  fuse: bool = True):
         """fuse: on a CPU, run the folded network's convolutions fused with their adds and ReLUs
-        (FoldedNet._forward_fused) where PyTorch has the op: channels_last only (oneDNN's bf16
+        (FoldedNet._tower_fused) where PyTorch has the op: channels_last only (oneDNN's bf16
         add-and-ReLU has no other layout), not with compile (which fuses by itself)."""
         self.model, self.device, self.dtype = model, device, dtype
         self.channels_last = channels_last

@@ -66,5 +66,6 @@ def main(argv=None) -> None:
             print(f"{head}: fused {ms[True]:.3f} ms a call, unfused {ms[False]:.3f}: {ms[False] / ms[True]:.2f} times "
                   f"as fast (medians of {args.windows})")
 
+
 if __name__ == "__main__":
     main()
