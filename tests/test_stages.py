@@ -381,13 +381,17 @@ def test_a_stage_sets_weight_decay_and_momentum_in_the_optimizer_it_keeps(tiny_n
     assert learning_rate(10_000, trainer.cfg) == 0.5
 
 
-def test_a_stage_that_sets_cpu_bf16_trains_its_next_steps_as_a_bf16_run_would(tiny_net):
+def test_a_stage_that_sets_cpu_bf16_trains_its_next_steps_as_a_bf16_run_would(tiny_net, monkeypatch):
     import copy
 
     from test_trainer import fixed_batch, step
 
     from azshogi.config import TrainConfig
+    from azshogi.train import trainer as trainer_module
     from azshogi.train.trainer import Trainer
+
+    # as on a CPU with AMX, where train.cpu_bf16 takes effect (test_cpu_bf16: and elsewhere not)
+    monkeypatch.setattr(trainer_module, "bf16_is_fast", lambda: True)
 
     # At a learning rate of 0 the weights stay as they are: each step's loss says only how it was computed.
     fp32, bf16 = TrainConfig(lr=0.0, warmup_steps=0), TrainConfig(lr=0.0, warmup_steps=0, cpu_bf16=True)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from azshogi.config import ConfigError
+from azshogi.nn.cpu_bf16 import bf16_is_fast
 from azshogi.nn.inference import InferenceNet
 from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, LeafNetwork, StandInNetwork
 from azshogi.shogi.network_io import EvaluatorTotals, LeafBatch
@@ -31,19 +32,13 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def cpu_supports_bf16() -> bool:
-    try:
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
-
-
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """The autocast dtype for inference: 'auto' is bf16 where the hardware has it, else fp32."""
+    """The autocast dtype for inference: 'auto' is bf16 on a GPU that has it and on a CPU where it
+    is faster than fp32 (nn/cpu_bf16.py: AMX), else fp16 on a GPU and fp32 on a CPU."""
     if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+        return torch.bfloat16 if bf16_is_fast() else torch.float32
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from azshogi.nn.cpu_bf16 import bf16_is_fast
 from azshogi.nn.network import PolicyValueNet, ResidualBlock
 
 
@@ -105,10 +106,13 @@ class FoldedNet(nn.Module):
         return x
 
 def fusion_available(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether FoldedNet can run fused on `device` in `dtype`: a CPU, and a PyTorch built with
-    oneDNN (mkldnn) and its pointwise-fused convolution (the op torch.compile's CPU code uses)."""
-    return (device.type == "cpu" and dtype in (torch.float32, torch.bfloat16) and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_convolution_pointwise"))
+    """Whether FoldedNet can run fused on `device` in `dtype`: a CPU, a PyTorch built with oneDNN
+    (mkldnn) and its pointwise-fused convolution (the op torch.compile's CPU code uses), and in
+    bf16 only where bf16 is fast (nn/cpu_bf16.py): without AMX the fused op refuses bf16 or runs
+    it many times slower than unfused."""
+    return (device.type == "cpu" and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
+            and (dtype == torch.float32 or (dtype == torch.bfloat16 and bf16_is_fast())))
 
 
 def _version(tensors: list) -> int:

@@ -31,13 +31,14 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import ClusterBackend, Config, SearchKind, resolve_selfplay
+from azshogi.config import ClusterBackend, Config, SearchKind, resolve_selfplay, stage_settings, stages_in_order
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.files import write_atomically
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
 from azshogi.formats.replay_store import ReplayStore
+from azshogi.nn.cpu_bf16 import bf16_is_fast
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 from azshogi.selfplay import in_progress, resignation
@@ -301,7 +302,7 @@ class Loop:
                              f"(e.g. add loop.max_checkpoints={c.checkpoints + limit} to the command), "
                              f"or give a new run a new name (run=NAME)")
             return
-        for hint in (cpu_hint(cfg, self.device), never_flat(self.base)):
+        for hint in (cpu_hint(cfg, self.device), cpu_bf16_hint(cfg, self.device), never_flat(self.base)):
             if hint:
                 self.monitor.say(hint)
         if seeded:
@@ -614,6 +615,16 @@ def cpu_hint(cfg: Config, device: torch.device) -> Optional[str]:
             f"{cfg.loop.positions_per_checkpoint:,} positions, which takes from many minutes to hours on a CPU "
             f"(docs/benchmarks.md; the bar shows the time left once games finish). For a run sized for a CPU: "
             f"azshogi +experiment=cpu")
+
+
+def cpu_bf16_hint(cfg: Config, device: torch.device) -> Optional[str]:
+    """What the start-up line says where train.cpu_bf16 (the run's or a stage's) asks for bf16
+    steps that this CPU would run slower than fp32 ones, so that they stay fp32; else None."""
+    asked = cfg.train.cpu_bf16 or any(stage_settings(stage).get("train.cpu_bf16") for _, stage in stages_in_order(cfg))
+    if not asked or device.type != "cpu" or bf16_is_fast():
+        return None
+    return ("train.cpu_bf16: this CPU has no AMX (or ONEDNN_MAX_CPU_ISA keeps oneDNN from it), where a bf16 "
+            "training step takes 1.2-10 times an fp32 one (docs/benchmarks.md), so the steps stay fp32")
 
 
 def train(cfg: Config, show_progress: bool = True) -> RunCounters:

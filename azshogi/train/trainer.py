@@ -22,6 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from azshogi.config import LrSchedule, Optimizer, TrainConfig, ValueLoss
+from azshogi.nn.cpu_bf16 import bf16_is_fast
 from azshogi.nn.host_sync import read_back, to_device
 from azshogi.nn.network import PolicyValueNet
 from azshogi.train.replay import Batch
@@ -130,10 +131,11 @@ class Trainer:
 
     def _autocast_dtype(self, cfg: TrainConfig) -> Optional[torch.dtype]:
         """The steps' autocast dtype: fp16 with a loss scale on CUDA (train.amp), bf16 on the CPU
-        where train.cpu_bf16 asks for it (a stage may switch it), else none (fp32)."""
+        where train.cpu_bf16 asks for it (a stage may switch it) and the CPU runs bf16 fast
+        (nn/cpu_bf16.py: elsewhere a bf16 step took 1.2-10 times an fp32 one), else none (fp32)."""
         if self.use_amp:
             return torch.float16
-        if cfg.cpu_bf16 and self.device.type == "cpu":
+        if cfg.cpu_bf16 and self.device.type == "cpu" and bf16_is_fast():
             return torch.bfloat16
         return None
 
