@@ -50,7 +50,7 @@ class ReplayWindow(str, Enum):
 
 
 class Dtype(str, Enum):
-    auto = "auto"  # bf16 on CPUs with bf16 support and on CUDA, else fp32
+    auto = "auto"  # bf16 on CUDA that has it (else fp16) and on CPUs with native bf16 (AVX512_BF16, AMX), else fp32
     fp32 = "fp32"
     bf16 = "bf16"
     fp16 = "fp16"
@@ -103,7 +103,8 @@ class RulesConfig:
 class InferenceConfig:
     """How the network is run for search (self-play, engine, matches)."""
 
-    dtype: Dtype = Dtype.auto  # autocast dtype; auto = bf16 on a GPU that has it and a CPU with AMX (nn/cpu_bf16.py), else fp16 / fp32
+    # autocast dtype; auto = bf16 on a GPU that has it and a CPU with native bf16 (nn/cpu_bf16.py), else fp16 / fp32
+    dtype: Dtype = Dtype.auto
     channels_last: bool = True
     fold_batchnorm: bool = True  # evaluate a batch-norm-folded form, refreshed when weights change
     # on a CPU, each folded convolution with its bias, residual add and ReLU as one oneDNN call
@@ -196,7 +197,7 @@ class TrainConfig:
     # 1/2: the rules are symmetric, so every position teaches its mirror image too
     mirror: bool = False
     amp: bool = True  # mixed precision on CUDA (fp16 with loss scaling)
-    cpu_bf16: bool = False  # bf16 autocast for training on a CPU with AMX (elsewhere fp32, and the log says so)
+    cpu_bf16: bool = False  # bf16 autocast for training on a CPU with native bf16 (elsewhere fp32, and the log says so)
     max_consecutive_skips: int = 20  # non-finite steps in a row before the run stops
     log_every: int = 10  # training steps between TensorBoard points (and losses read back from the device)
     # where batches are assembled: auto, host, device (train/device_replay.py)

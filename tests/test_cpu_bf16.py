@@ -1,4 +1,4 @@
-"""bf16 on a CPU only where it is fast (nn/cpu_bf16.py): with oneDNN kept from AMX, the automatic
+"""bf16 on a CPU only where it is native (nn/cpu_bf16.py): with oneDNN kept from it, the automatic
 inference dtype, the fused convolutions and train.cpu_bf16 all stay fp32, and the start-up line
 says why; bf16 asked for explicitly still runs (unfused) instead of failing."""
 import os
@@ -18,14 +18,15 @@ from azshogi.train.trainer import Trainer
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("cap, allows", [(None, True), ("ALL", True), ("avx512_core_amx", True),
-                                         ("AVX512_CORE_BF16", False), ("AVX512_CORE", False), ("AVX2", False)])
-def test_an_isa_cap_below_amx_rules_bf16_out(monkeypatch, cap, allows):
+@pytest.mark.parametrize("cap, allows", [(None, True), ("ALL", True), ("avx512_core_amx", True), ("AVX10_1_512", True),
+                                         ("AVX512_CORE_BF16", True), ("AVX512_CORE_VNNI", False),
+                                         ("AVX512_CORE", False), ("AVX2", False)])
+def test_an_isa_cap_below_native_bf16_rules_bf16_out(monkeypatch, cap, allows):
     for name in cpu_bf16.ISA_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     if cap is not None:
         monkeypatch.setenv("DNNL_MAX_CPU_ISA", cap)  # oneDNN's older name counts too
-    assert cpu_bf16.isa_cap_allows_amx() == allows
+    assert cpu_bf16.isa_cap_allows_bf16() == allows
     if not allows:
         assert not cpu_bf16.bf16_is_fast()
 
@@ -52,6 +53,14 @@ def test_where_bf16_is_fast_a_cpu_run_takes_it(monkeypatch, tiny_net):
     cfg = Config()
     cfg.train.cpu_bf16 = True
     assert cpu_bf16_hint(cfg, CPU) is None
+
+
+def test_native_bf16_is_read_from_the_cpus_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512bw\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
+    assert {"avx2", "avx512_bf16"} <= cpu_bf16.cpu_flags(cpuinfo)
+    assert "fpu" in cpu_bf16.cpu_flags(cpuinfo) and "avx512_bf16" not in cpu_bf16.cpu_flags(tmp_path / "none")
 
 
 SCRIPT = """

@@ -164,8 +164,8 @@ FORWARD_COST = Run(("--model", "1x16", "--batches", "4", "--seconds", "0.05", "-
 
 def _fused_and_unfused(output: str) -> None:
     """forward_cost.py --fuse both: a line per batch size with both medians and their ratio."""
-    line = (r"^1x16 batch 32, 1 thread\(s\), (?:fp32|bf16): fused ([\d.]+) ms a call, unfused ([\d.]+): ([\d.]+) times as "
-            r"fast \(medians of 1\)$")
+    line = (r"^1x16 batch 32, 1 thread\(s\), (?:fp32|bf16): fused ([\d.]+) ms a call, unfused ([\d.]+): "
+            r"([\d.]+) times as fast \(medians of 1\)$")
     found = re.search(line, output, re.M)
     assert found, output
     fused, unfused, ratio = (float(x) for x in found.groups())
@@ -1318,7 +1318,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "inference.fuse=false bench.seconds=6 bench.repeats=3 bench.warmup_seconds=4": Check(BENCH),
     "azshogi-bench +experiment=cpu device=cpu search.num_simulations=64 search.max_num_considered_actions=16 "
     "bench.seconds=6 bench.repeats=3 bench.warmup_seconds=4": Check(BENCH),
-    # docs/benchmarks.md, "bf16 on CPUs without AMX" (test_cpu_bf16.py: the gate)
+    # docs/benchmarks.md, "bf16 on CPUs without native bf16" (test_cpu_bf16.py: the rule)
     "python docs/tools/forward_cost.py --batches 8,128 --dtype fp32 --fuse both --windows 3": FORWARD_FUSE,
     "python docs/tools/forward_cost.py --batches 8,128 --dtype bf16 --fuse off --windows 3": FORWARD_COST,
     "azshogi-bench bench.train=true +experiment=cpu bench.seconds=3 bench.repeats=3 bench.warmup_seconds=2 "

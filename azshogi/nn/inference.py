@@ -105,10 +105,11 @@ class FoldedNet(nn.Module):
             x = conv.binary(y, x, w[f"b{i}_w2"], w[f"b{i}_b2"], pad, unit, unit, 1, "add", 1.0, "relu", [], "")
         return x
 
+
 def fusion_available(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether FoldedNet can run fused on `device` in `dtype`: a CPU, a PyTorch built with oneDNN
     (mkldnn) and its pointwise-fused convolution (the op torch.compile's CPU code uses), and in
-    bf16 only where bf16 is fast (nn/cpu_bf16.py): without AMX the fused op refuses bf16 or runs
+    bf16 only where bf16 is native (nn/cpu_bf16.py): without it the fused op refuses bf16 or runs
     it many times slower than unfused."""
     return (device.type == "cpu" and torch.backends.mkldnn.is_available()
             and hasattr(torch.ops.mkldnn, "_convolution_pointwise")

@@ -623,8 +623,9 @@ def cpu_bf16_hint(cfg: Config, device: torch.device) -> Optional[str]:
     asked = cfg.train.cpu_bf16 or any(stage_settings(stage).get("train.cpu_bf16") for _, stage in stages_in_order(cfg))
     if not asked or device.type != "cpu" or bf16_is_fast():
         return None
-    return ("train.cpu_bf16: this CPU has no AMX (or ONEDNN_MAX_CPU_ISA keeps oneDNN from it), where a bf16 "
-            "training step takes 1.2-10 times an fp32 one (docs/benchmarks.md), so the steps stay fp32")
+    return ("train.cpu_bf16: this CPU has no native bf16 instructions (AVX512_BF16 or AMX; or ONEDNN_MAX_CPU_ISA "
+            "keeps oneDNN from them), where a bf16 training step took 2.4-10 times an fp32 one (docs/benchmarks.md), "
+            "so the steps stay fp32")
 
 
 def train(cfg: Config, show_progress: bool = True) -> RunCounters:

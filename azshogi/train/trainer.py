@@ -131,8 +131,8 @@ class Trainer:
 
     def _autocast_dtype(self, cfg: TrainConfig) -> Optional[torch.dtype]:
         """The steps' autocast dtype: fp16 with a loss scale on CUDA (train.amp), bf16 on the CPU
-        where train.cpu_bf16 asks for it (a stage may switch it) and the CPU runs bf16 fast
-        (nn/cpu_bf16.py: elsewhere a bf16 step took 1.2-10 times an fp32 one), else none (fp32)."""
+        where train.cpu_bf16 asks for it (a stage may switch it) and the CPU has native bf16
+        (nn/cpu_bf16.py; elsewhere a bf16 step took 2.4-10 times an fp32 one), else none (fp32)."""
         if self.use_amp:
             return torch.float16
         if cfg.cpu_bf16 and self.device.type == "cpu" and bf16_is_fast():

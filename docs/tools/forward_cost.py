@@ -34,6 +34,7 @@ def main(argv=None) -> None:
     import torch
 
     from azshogi.nn.evaluator import LocalEvaluator, resolve_dtype
+    from azshogi.nn.inference import FUSED_MIN_BATCH
     from azshogi.nn.network import build
     from azshogi.train.bench import fill, sample_positions
 
@@ -65,6 +66,8 @@ def main(argv=None) -> None:
         else:
             print(f"{head}: fused {ms[True]:.3f} ms a call, unfused {ms[False]:.3f}: {ms[False] / ms[True]:.2f} times "
                   f"as fast (medians of {args.windows})")
+            if not (calls[True][0].net.net.fused and batch_size >= FUSED_MIN_BATCH):
+                print(f"  (no fused path at batch {batch_size} in {args.dtype} here: both ran unfused)")
 
 
 if __name__ == "__main__":
