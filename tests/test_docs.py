@@ -466,6 +466,9 @@ GROWN_BF16_RUNS = (("b97", f"ckpt-{GROWN_BF16[0]:05d}.pt"),
 # 2026-12-05: s97's checkpoint 41 on with fp32 (p97) and bf16 (f97) training steps, side by side
 BF16_STEPS = 174, 160  # f97's checkpoint at the pair's equal wall time, and p97's
 BF16_STEPS_MINUTES = 114.5
+BF16_SECOND = 184, 170  # f98's checkpoint at the second pair's equal wall time (120 minutes), and p98's
+BF16_SECOND_RUNS = (("f98", f"ckpt-{BF16_SECOND[0]:05d}.pt"), *(("p98", f"ckpt-{c:05d}.pt") for c in BF16_SECOND),
+                    ("f98", f"ckpt-{BF16_SECOND[1]:05d}.pt"))
 BF16_STEPS_RUNS = (("f97", f"ckpt-{BF16_STEPS[0]:05d}.pt"), *(("p97", f"ckpt-{c:05d}.pt") for c in BF16_STEPS),
                    ("f97", f"ckpt-{BF16_STEPS[1]:05d}.pt"))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
@@ -730,6 +733,24 @@ def _bf16_steps() -> list[tuple[str, object]]:
         _twin_match("f97", fp32, "p97", fp32),
         *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("f97", bf16), ("p97", fp32))),
         ("azshogi +experiment=cpu train.cpu_bf16=true", Check("trains for hours (the preset with bf16 steps)")),
+    ]
+
+
+def _bf16_second_seed() -> list[tuple[str, object]]:
+    """The commands of docs/experiments/2026-12-05-bf16-steps-second-seed.md: s98's checkpoint 41 on with fp32 steps
+    (p98, without today's bf16 stage) and bf16 steps (f98); their wall times; f98's checkpoint at the pair's equal
+    wall time against p98's there and at the same checkpoint, and both against Skill Level 2."""
+    bf16, fp32 = BF16_SECOND
+    return [
+        (_fork(98, "p98", 41) + " '~stages.bf16'",
+         Check("continues s98 from checkpoint 41 without the bf16 stage until stopped (two hours)")),
+        (_fork(98, "f98", 41) + " train.cpu_bf16=true",
+         Check("continues s98 from checkpoint 41 with bf16 steps until stopped (two hours); test_stages.py trains "
+               "with train.cpu_bf16 (its stage test)")),
+        ("python docs/tools/wall_times.py checkpoints/p98 checkpoints/f98 --at 120", WALL_TIMES),
+        _twin_match("f98", bf16, "p98", fp32),
+        _twin_match("f98", fp32, "p98", fp32),
+        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("f98", bf16), ("p98", fp32))),
     ]
 
 
@@ -1309,6 +1330,8 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_grown_bf16()),
     # docs/experiments/2026-12-05-bf16-steps-and-fused-convolutions.md
     **dict(_bf16_steps()),
+    # docs/experiments/2026-12-05-bf16-steps-second-seed.md
+    **dict(_bf16_second_seed()),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     # docs/benchmarks.md, "Fused convolutions"
@@ -1328,7 +1351,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/strength.md and docs/experiments/, inline
     "azshogi-bench +experiment=cpu": Check(BENCH),
     **{f"azshogi +experiment=cpu '~stages.{name}'": Check("trains until Ctrl-C without that stage")
-       for name in ("cool", "deeper", "lr_drop")},
+       for name in ("cool", "deeper", "bf16", "lr_drop")},
     "azshogi +experiment=gpu '~stages.grow'": Check(NEEDS_CUDA),
     # docs/cluster.md
     'pip install torch==2.13.0 -e ".[cluster]"': Skip("installs azshogi with Ray"),
@@ -1450,7 +1473,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
          *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, *BF16_STEPS_RUNS,
-         ("s91", "ckpt-00030.pt"))
+         *BF16_SECOND_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
