@@ -30,11 +30,12 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     checkpoints (100 steps each), but that the training of checkpoints 32-41 (steps 3,100-4,099:
     the cool stage) is at a tenth of it, and the rate is the run's again from checkpoint 42's.
     Gumbel's c_scale is the preset's 0.2 for the whole run (no stage sets it), so that the earlier
-    runs' `search.c_scale=0.1` is 0.1 at every checkpoint."""
+    runs' `search.c_scale=0.1` is 0.1 at every checkpoint. From checkpoint 41 on the bf16 stage
+    asks for bf16 training steps (train.cpu_bf16); `'~stages.bf16'`, the runs before it, never."""
     cfg = to_config(compose_config(["+experiment=cpu"]))
     assert cfg.train.lr_schedule == LrSchedule.constant and cfg.loop.steps_per_checkpoint == 100
     old_train = replace(cfg.train, lr_schedule=LrSchedule.step, decay_steps=9950, min_lr_ratio=0.1)
-    assert [stage_at(cfg, n) for n in (30, 31, 40, 41, 99, 100)] == [0, 1, 1, 2, 2, 3]
+    assert [stage_at(cfg, n) for n in (30, 31, 40, 41, 99, 100)] == [0, 1, 1, 3, 3, 4]  # deeper and bf16 at 41
     for n in range(300):
         now = config_at(cfg, n)
         deeper = n >= 41
@@ -42,6 +43,7 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
                                                                                        else (32, 32)), n
         assert now.loop == cfg.loop and now.model == cfg.model and now.replay == cfg.replay
         assert now.search.c_scale == 0.2, n
+        assert now.train.cpu_bf16 == deeper, n
         cool = 0.1 if 31 <= n < 41 else 1.0
         for step in range(n * 100, (n + 1) * 100):
             assert math.isclose(learning_rate(step, now.train), cool * learning_rate(step, old_train),
@@ -53,6 +55,8 @@ def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     assert learning_rate(10000, config_at(cfg, 100).train) == pytest.approx(1e-4)
     former = to_config(compose_config(["+experiment=cpu", "search.c_scale=0.1"]))
     assert {config_at(former, n).search.c_scale for n in range(300)} == {0.1}
+    fp32 = to_config(compose_config(["+experiment=cpu", "~stages.bf16"]))
+    assert not any(config_at(fp32, n).train.cpu_bf16 for n in range(300))
 
 
 def test_config_at_applies_the_stages_in_order_and_changes_only_what_they_set():
