@@ -34,7 +34,8 @@ def resolve_device(name: str) -> torch.device:
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     """The autocast dtype for inference: 'auto' is bf16 on a GPU that has it and on a CPU where it
-    is faster than fp32 (nn/cpu_bf16.py: AMX), else fp16 on a GPU and fp32 on a CPU."""
+    is faster than fp32 (nn/cpu_bf16.py: native bf16, AVX512_BF16 or AMX), else fp16 on a GPU
+    and fp32 on a CPU."""
     if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
