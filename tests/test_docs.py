@@ -467,6 +467,8 @@ GROWN_BF16_RUNS = (("b97", f"ckpt-{GROWN_BF16[0]:05d}.pt"),
 BF16_STEPS = 174, 160  # f97's checkpoint at the pair's equal wall time, and p97's
 BF16_STEPS_MINUTES = 114.5
 BF16_SECOND = 184, 170  # f98's checkpoint at the second pair's equal wall time (120 minutes), and p98's
+FROM_SCRATCH = ((99, 205), (100, 206))  # 2026-12-05-two-hours-from-scratch.md: new seeds, their 2-hour checkpoints
+FROM_SCRATCH_RUNS = tuple((f"n{seed}", f"ckpt-{c:05d}.pt") for seed, last in FROM_SCRATCH for c in (41, last))
 BF16_SECOND_RUNS = (("f98", f"ckpt-{BF16_SECOND[0]:05d}.pt"), *(("p98", f"ckpt-{c:05d}.pt") for c in BF16_SECOND),
                     ("f98", f"ckpt-{BF16_SECOND[1]:05d}.pt"))
 BF16_STEPS_RUNS = (("f97", f"ckpt-{BF16_STEPS[0]:05d}.pt"), *(("p97", f"ckpt-{c:05d}.pt") for c in BF16_STEPS),
@@ -656,9 +658,9 @@ def _grown_on(seed: int, before: int, last: int, rung: str) -> list[tuple[str, o
     ]
 
 
-def _seed_run(seed: int, last: int = 400) -> str:
-    """Today's cpu preset from scratch as run s<SEED> to checkpoint LAST (400: until stopped), all kept."""
-    return (f"azshogi +experiment=cpu seed={seed} run=s{seed} loop.max_checkpoints={last} eval.every=0 "
+def _seed_run(seed: int, last: int = 400, run: str = "s") -> str:
+    """Today's cpu preset from scratch as run <RUN><SEED> to checkpoint LAST (400: until stopped), all kept."""
+    return (f"azshogi +experiment=cpu seed={seed} run={run}{seed} loop.max_checkpoints={last} eval.every=0 "
             "loop.keep_checkpoints=400")
 
 
@@ -1332,6 +1334,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_bf16_steps()),
     # docs/experiments/2026-12-05-bf16-steps-second-seed.md
     **dict(_bf16_second_seed()),
+    # docs/experiments/2026-12-05-two-hours-from-scratch.md
+    **{_seed_run(seed, run="n"): Check("trains until stopped (two hours)") for seed, _ in FROM_SCRATCH},
+    "python docs/tools/wall_times.py checkpoints/n99 checkpoints/n100 --at 120": WALL_TIMES,
+    **dict(_ladder_match(f"n{seed}", f"ckpt-{last:05d}.pt", "sf2", 192) for seed, last in FROM_SCRATCH),
+    **dict(_ladder_match(f"n{seed}", "ckpt-00041.pt", "greedy,sf-5") for seed, _ in FROM_SCRATCH),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     # docs/benchmarks.md, "Fused convolutions"
@@ -1473,7 +1480,7 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
          *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, *BF16_STEPS_RUNS,
-         *BF16_SECOND_RUNS, ("s91", "ckpt-00030.pt"))
+         *BF16_SECOND_RUNS, *FROM_SCRATCH_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
