@@ -468,7 +468,8 @@ BF16_STEPS = 174, 160  # f97's checkpoint at the pair's equal wall time, and p97
 BF16_STEPS_MINUTES = 114.5
 BF16_SECOND = 184, 170  # f98's checkpoint at the second pair's equal wall time (120 minutes), and p98's
 FROM_SCRATCH = ((99, 205), (100, 206))  # 2026-12-05-two-hours-from-scratch.md: new seeds, their 2-hour checkpoints
-FROM_SCRATCH_RUNS = tuple((f"n{seed}", f"ckpt-{c:05d}.pt") for seed, last in FROM_SCRATCH for c in (41, last))
+FROM_SCRATCH_RUNS = tuple((f"n{seed}", f"ckpt-{c:05d}.pt") for seed, last in FROM_SCRATCH for c in (41, last)) + (
+    ("n99", "ckpt-00190.pt"), ("n99", "ckpt-00200.pt"))
 BF16_SECOND_RUNS = (("f98", f"ckpt-{BF16_SECOND[0]:05d}.pt"), *(("p98", f"ckpt-{c:05d}.pt") for c in BF16_SECOND),
                     ("f98", f"ckpt-{BF16_SECOND[1]:05d}.pt"))
 BF16_STEPS_RUNS = (("f97", f"ckpt-{BF16_STEPS[0]:05d}.pt"), *(("p97", f"ckpt-{c:05d}.pt") for c in BF16_STEPS),
@@ -1339,6 +1340,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "python docs/tools/wall_times.py checkpoints/n99 checkpoints/n100 --at 120": WALL_TIMES,
     **dict(_ladder_match(f"n{seed}", f"ckpt-{last:05d}.pt", "sf2", 192) for seed, last in FROM_SCRATCH),
     **dict(_ladder_match(f"n{seed}", "ckpt-00041.pt", "greedy,sf-5") for seed, _ in FROM_SCRATCH),
+    **dict(_ladder_match("n99", f"ckpt-{c:05d}.pt", "sf2", 192) for c in (190, 200)),
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     # docs/benchmarks.md, "Fused convolutions"
