@@ -470,10 +470,10 @@ BF16_SECOND = 184, 170  # f98's checkpoint at the second pair's equal wall time 
 FROM_SCRATCH = ((99, 205), (100, 206))  # 2026-12-05-two-hours-from-scratch.md: new seeds, their 2-hour checkpoints
 FROM_SCRATCH_RUNS = tuple((f"n{seed}", f"ckpt-{c:05d}.pt") for seed, last in FROM_SCRATCH for c in (41, last)) + (
     ("n99", "ckpt-00190.pt"), ("n99", "ckpt-00200.pt"))
-BF16_SECOND_RUNS = (("f98", f"ckpt-{BF16_SECOND[0]:05d}.pt"), *(("p98", f"ckpt-{c:05d}.pt") for c in BF16_SECOND),
-                    ("f98", f"ckpt-{BF16_SECOND[1]:05d}.pt"))
-BF16_STEPS_RUNS = (("f97", f"ckpt-{BF16_STEPS[0]:05d}.pt"), *(("p97", f"ckpt-{c:05d}.pt") for c in BF16_STEPS),
-                   ("f97", f"ckpt-{BF16_STEPS[1]:05d}.pt"))
+# both pairs' checkpoints matched: f's two (at the equal wall time and at p's) and p's
+BF16_PAIR_RUNS = tuple((f"{run}{seed}", f"ckpt-{c:05d}.pt")
+                       for seed, (bf16, fp32) in ((97, BF16_STEPS), (98, BF16_SECOND))
+                       for run, c in (("f", bf16), ("f", fp32), ("p", fp32)))
 COOL_126 = tuple((f"{twin}{seed}", "ckpt-00126.pt") for seed in (61, 62) for twin in "cp")  # c61, c62 on to 126
 THIRTY_MINUTES = Check("trains for 41 checkpoints (30 minutes on a quiet 2-core machine)")
 SAME_MATCH = Skip(f"the match of o{OPENING_SEEDS[0]}'s checkpoint above, on another run's")
@@ -721,40 +721,30 @@ def _grown_bf16() -> list[tuple[str, object]]:
     ]
 
 
+def _bf16_pair(seed: int, checkpoints: tuple[int, int], minutes: float, fp32: str = "") -> list[tuple[str, object]]:
+    """The commands of a pair forked from s<SEED>'s checkpoint 41 with fp32 steps (p<SEED>, with the option FP32
+    where given) and bf16 steps (f<SEED>); their wall times at MINUTES; f's checkpoint at the pair's equal wall time
+    against p's there and at the same checkpoint (CHECKPOINTS: f's and p's), and both against Skill Level 2."""
+    bf16_run, fp32_run = f"f{seed}", f"p{seed}"
+    bf16, same = checkpoints
+    return [
+        (_fork(seed, fp32_run, 41) + fp32, Check(f"continues s{seed} from checkpoint 41 with fp32 steps until stopped "
+                                                 "(two hours)")),
+        (_fork(seed, bf16_run, 41) + " train.cpu_bf16=true",
+         Check(f"continues s{seed} from checkpoint 41 with bf16 steps until stopped (two hours); test_stages.py "
+               "trains with train.cpu_bf16 (its stage test)")),
+        (f"python docs/tools/wall_times.py checkpoints/{fp32_run} checkpoints/{bf16_run} --at {minutes:g}", WALL_TIMES),
+        _twin_match(bf16_run, bf16, fp32_run, same),
+        _twin_match(bf16_run, same, fp32_run, same),
+        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in ((bf16_run, bf16), (fp32_run, same))),
+    ]
+
+
 def _bf16_steps() -> list[tuple[str, object]]:
-    """The commands of docs/experiments/2026-12-05-bf16-steps-and-fused-convolutions.md: s97's checkpoint 41 on with
-    fp32 steps (p97) and bf16 steps (f97); their wall times; f97's checkpoint at the pair's equal wall time against
-    p97's there and at the same checkpoint, and both against Skill Level 2."""
-    bf16, fp32 = BF16_STEPS
-    return [
-        (_fork(97, "p97", 41), Check("continues s97 from checkpoint 41 until stopped (two hours)")),
-        (_fork(97, "f97", 41) + " train.cpu_bf16=true",
-         Check("continues s97 from checkpoint 41 with bf16 steps until stopped (two hours); test_stages.py trains "
-               "with train.cpu_bf16 (its stage test)")),
-        (f"python docs/tools/wall_times.py checkpoints/p97 checkpoints/f97 --at {BF16_STEPS_MINUTES:g}", WALL_TIMES),
-        _twin_match("f97", bf16, "p97", fp32),
-        _twin_match("f97", fp32, "p97", fp32),
-        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("f97", bf16), ("p97", fp32))),
-        ("azshogi +experiment=cpu train.cpu_bf16=true", Check("trains for hours (the preset with bf16 steps)")),
-    ]
-
-
-def _bf16_second_seed() -> list[tuple[str, object]]:
-    """The commands of docs/experiments/2026-12-05-bf16-steps-second-seed.md: s98's checkpoint 41 on with fp32 steps
-    (p98, without today's bf16 stage) and bf16 steps (f98); their wall times; f98's checkpoint at the pair's equal
-    wall time against p98's there and at the same checkpoint, and both against Skill Level 2."""
-    bf16, fp32 = BF16_SECOND
-    return [
-        (_fork(98, "p98", 41) + " '~stages.bf16'",
-         Check("continues s98 from checkpoint 41 without the bf16 stage until stopped (two hours)")),
-        (_fork(98, "f98", 41) + " train.cpu_bf16=true",
-         Check("continues s98 from checkpoint 41 with bf16 steps until stopped (two hours); test_stages.py trains "
-               "with train.cpu_bf16 (its stage test)")),
-        ("python docs/tools/wall_times.py checkpoints/p98 checkpoints/f98 --at 120", WALL_TIMES),
-        _twin_match("f98", bf16, "p98", fp32),
-        _twin_match("f98", fp32, "p98", fp32),
-        *(_ladder_match(run, f"ckpt-{c:05d}.pt", "sf2", 192) for run, c in (("f98", bf16), ("p98", fp32))),
-    ]
+    """The commands of docs/experiments/2026-12-05-bf16-steps-and-fused-convolutions.md: seed 97's pair (p97 ran
+    before the bf16 stage, and its command as written does not remove it) and the preset with bf16 steps."""
+    return [*_bf16_pair(97, BF16_STEPS, BF16_STEPS_MINUTES),
+            ("azshogi +experiment=cpu train.cpu_bf16=true", Check("trains for hours (the preset with bf16 steps)"))]
 
 
 def _deeper_at_drop() -> list[tuple[str, object]]:
@@ -1334,7 +1324,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     # docs/experiments/2026-12-05-bf16-steps-and-fused-convolutions.md
     **dict(_bf16_steps()),
     # docs/experiments/2026-12-05-bf16-steps-second-seed.md
-    **dict(_bf16_second_seed()),
+    **dict(_bf16_pair(98, BF16_SECOND, 120, " '~stages.bf16'")),
     # docs/experiments/2026-12-05-two-hours-from-scratch.md
     **{_seed_run(seed, run="n"): Check("trains until stopped (two hours)") for seed, _ in FROM_SCRATCH},
     "python docs/tools/wall_times.py checkpoints/n99 checkpoints/n100 --at 120": WALL_TIMES,
@@ -1481,8 +1471,8 @@ GIVEN = (("myrun", "ckpt-00040.pt"), ("myrun", "ckpt-00020.pt"), ("myrun", "ckpt
          (f"o{OPENING_SEEDS[0]}", "ckpt-00041.pt"), *GROWING_TWINS, *COOL_126, *FLAT_41,
          *GREEDY_41, *SHARP_2H, *BATCH_41, *SHARPER_41, *DEEPER_71, *WIDE_41, *NARROW_41, *CAPS_41, *PAST_141,
          *LATE_TWINS, *WIDER_OR_FASTER_RUNS, *WIDER_LONGER_RUNS, *PAST_FOUR_HOURS_RUNS, *GROWN_ON_RUNS,
-         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, *BF16_STEPS_RUNS,
-         *BF16_SECOND_RUNS, *FROM_SCRATCH_RUNS, ("s91", "ckpt-00030.pt"))
+         *MORE_SEEDS_RUNS, *GROWN_DEEPER_RUNS, *DEEPER_AT_DROP_RUNS, *GROWN_BF16_RUNS, *BF16_PAIR_RUNS,
+         *FROM_SCRATCH_RUNS, ("s91", "ckpt-00030.pt"))
 
 
 def _scratch(folder: Path, commands: list[str]) -> Path:
