@@ -60,7 +60,22 @@ def test_scores_the_newest_positions_of_a_run_from_the_side_to_move(tiny_config,
     growth = docs_tool("docs/tools/growth_check.py")
     assert growth.main([str(run / "ckpt-00001.pt"), "--positions", str(last), "--blocks", "2", "--channels", "24",
                         "--steps", "2", "--every", "1"]) == 0
-    rows = re.findall(r"^\s*(\d+)((?:\s+[\d.]+ / [\d.]+){3})$", capsys.readouterr().out, re.M)
+    rows = re.findall(r"^\s*(\d+)((?:\s+[\d.]+ / [\d.]+){4})$", capsys.readouterr().out, re.M)
     assert [int(step) for step, _ in rows] == [0, 1, 2]
-    start = [float(x) for x in re.findall(r"[\d.]+", rows[0][1])]  # old, grown, fresh: value / policy each
+    start = [float(x) for x in re.findall(r"[\d.]+", rows[0][1])]  # old, grown, fresh, distilled: value / policy
     assert start[2:4] == pytest.approx(start[0:2], abs=2e-3) and start[4:6] != pytest.approx(start[0:2], abs=2e-3)
+    assert start[6:8] == start[4:6]  # the distilled network starts as the fresh one; only its targets differ
+    moved = [float(x) for x in re.findall(r"[\d.]+", rows[2][1])]
+    assert moved[6:8] != moved[4:6]
+
+    # distilled targets: the teacher's share of them is the teacher's policy and value, from the
+    # side to move; the rest the run's own
+    batch, weight, _ = heldout.newest_positions(last, 1)
+    teacher = SureOfTheSideToMove()
+    own = heldout.value_target(batch, weight)
+    for share in (0.0, 0.25, 1.0):
+        taught = growth.distilled(batch, teacher, share, weight)
+        assert np.allclose(heldout.value_target(taught, weight), share * 1.0 + (1 - share) * own, atol=1e-6)
+        assert np.allclose(heldout.value_target(taught, 0.7), heldout.value_target(taught, weight))
+        assert np.allclose(taught.policy, share / 2187 + (1 - share) * batch.policy, atol=1e-7)
+        assert np.allclose(taught.policy.sum(axis=1), 1.0, atol=1e-5)
