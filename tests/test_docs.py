@@ -1331,6 +1331,11 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     **dict(_ladder_match(f"n{seed}", f"ckpt-{last:05d}.pt", "sf2", 192) for seed, last in FROM_SCRATCH),
     **dict(_ladder_match(f"n{seed}", "ckpt-00041.pt", "greedy,sf-5") for seed, _ in FROM_SCRATCH),
     **dict(_ladder_match("n99", f"ckpt-{c:05d}.pt", "sf2", 192) for c in (190, 200)),
+    # docs/experiments/2026-12-05-growing-or-distilling.md
+    **{f"python docs/tools/growth_check.py checkpoints/n{seed}/ckpt-00143.pt --positions "
+       f"checkpoints/n{seed}/ckpt-00144.pt --blocks 4 --channels 48 {steps}":
+       Skip("needs a run's replay store; tests/test_heldout_loss.py runs the tool on a tiny run's")
+       for seed, _ in FROM_SCRATCH for steps in ("--steps 1000 --every 100", "--steps 3000 --every 250 --lr 0.001")},
     "python docs/tools/forward_cost.py --model 4x32 --batches 128 --dtype bf16 --windows 3":
         FORWARD_COST,
     # docs/benchmarks.md, "Fused convolutions"
