@@ -31,14 +31,14 @@ from test_workers import client_main, our_segments, random_request, serve_client
 from azshogi.formats import checkpoint as ckpt
 from azshogi.nn.evaluator import LocalEvaluator, resolve_dtype
 from azshogi.nn.leaf_network import DeviceRunner
-from azshogi.nn.network import from_config
+from azshogi.nn.network import from_config, weights_finite
 from azshogi.selfplay.server import InferenceServer
 from azshogi.selfplay.workers import WorkerSelfPlay
 from azshogi.shogi import features
 from azshogi.train.bench import fill
 from azshogi.train.loop import Loop, build_components, machine_cores, train
 from azshogi.train.replay import Batch
-from azshogi.train.trainer import Trainer, weights_finite
+from azshogi.train.trainer import Trainer
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(),

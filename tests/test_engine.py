@@ -10,7 +10,7 @@ import pytest
 from play_helpers import make_tiny_checkpoint, tiny_config, torch_threads
 
 from azshogi.config import EvalConfig, RulesConfig
-from azshogi.play.engine import Engine
+from azshogi.play.engine import NO_LIMIT, Engine
 from azshogi.play.gauntlet import engine_settings as gauntlet_settings
 from azshogi.play.models import model_evaluator
 from azshogi.play.players import Turn
@@ -89,7 +89,7 @@ def test_each_usi_option_reaches_the_search_the_engine_builds(field, checkpoint)
     assert IN_SEARCH[field](engine.engine.search) == value
     engine.handle(f"setoption name {row.usi} value {row.usi_text(row.default) or '<empty>'}")
     engine.handle("isready")
-    default = {"c_init": tiny_config().search.c_init, "max_plies": 10 ** 9, "policy_temperature": 1.0,
+    default = {"c_init": tiny_config().search.c_init, "max_plies": NO_LIMIT, "policy_temperature": 1.0,
                "batch_size": EngineSettings().max_batch}  # BatchSize auto builds for its most
     assert IN_SEARCH[field](engine.engine.search) == default.get(field, row.default)
 

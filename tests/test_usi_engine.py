@@ -2,6 +2,7 @@
 import io
 import subprocess
 import sys
+import threading
 import time
 
 import cshogi
@@ -363,3 +364,91 @@ def test_what_a_gui_may_send_mid_game_keeps_the_protocol(engine, checkpoint):
 
     engine.send("position sfen 8l/9/7kp/9/9/9/9/9/K8 b RBGSNLrb3g3s3n2l17p 1", "go mate 50")
     assert engine.until("checkmate", 10)[-1] == "checkmate timeout"
+
+
+class _Heard(io.StringIO):
+    """An engine's output that lets a test act the moment a line starting with `word` is sent,
+    and keeps the sender (the search's thread) a while longer: the moment a host may answer in."""
+
+    def __init__(self, word: str, linger: float):
+        super().__init__()
+        self.word, self.linger, self.heard = word, linger, threading.Event()
+
+    def write(self, text: str) -> int:
+        n = super().write(text)
+        if text.startswith(self.word):
+            self.heard.set()
+            time.sleep(self.linger)
+        return n
+
+
+def test_isready_the_moment_a_bestmove_is_sent_loads_the_options_set_since(checkpoint, tmp_path):
+    """A host that sends setoption and isready as soon as it reads bestmove (no gameover) gets
+    them applied, though the search's thread may not have ended yet: here a checkpoint that is
+    missing, so isready names it and the next go resigns rather than play the old network."""
+    missing = tmp_path / "missing.pt"
+    out = _Heard("bestmove", linger=0.3)
+    engine = UsiEngine(out, {"Checkpoint": str(checkpoint), "Dtype": "fp32"})
+    engine.handle("isready")
+    engine.handle("position startpos")
+    engine.handle("go nodes 1")
+    assert out.heard.wait(30)
+    engine.handle(f"setoption name Checkpoint value {missing}")
+    engine.handle("isready")
+    engine.handle("go nodes 1")
+    engine._join()
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("info string error: cannot load the model: ") and str(missing) in line
+               for line in lines), lines
+    assert lines[-1] == "bestmove resign", lines
+
+
+def test_threads_zero_gives_back_pytorchs_own_thread_count(checkpoint):
+    import torch
+
+    own = torch.get_num_threads()
+    engine = UsiEngine(io.StringIO(), {"Checkpoint": str(checkpoint), "Dtype": "fp32"})
+    try:
+        engine.handle("setoption name Threads value 3")
+        engine.handle("isready")
+        assert torch.get_num_threads() == 3
+        engine.handle("setoption name Threads value 0")
+        engine.handle("isready")
+        assert torch.get_num_threads() == own
+    finally:
+        torch.set_num_threads(own)
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda state: state.update(config=5), "its saved settings are not valid"),
+    (lambda state: state["config"].update(model="x"), "its saved settings are not valid"),
+    (lambda state: state.update(model=[1, 2]), "the weights do not fit the saved model settings"),
+    (lambda state: next(t for t in state["model"].values() if t.is_floating_point()).fill_(float("nan")),
+     "the network's weights are not all finite"),
+])
+def test_a_checkpoint_damaged_inside_is_named_with_what_is_wrong(checkpoint, tmp_path, damage, why):
+    import torch
+
+    state = torch.load(checkpoint, weights_only=False)
+    damage(state)
+    damaged = tmp_path / "damaged.pt"
+    torch.save(state, damaged)
+    out = io.StringIO()
+    engine = UsiEngine(out, {"Checkpoint": str(damaged)})
+    engine.handle("isready")
+    engine.handle("position startpos")
+    engine.handle("go nodes 4")
+    engine._join()
+    lines = out.getvalue().splitlines()
+    assert f"info string error: cannot load the model: {damaged}: {why}" in "\n".join(lines), lines
+    assert lines[-1] == "bestmove resign"
+
+
+def test_a_move_number_past_a_billion_is_not_taken_for_the_ply_limit(engine):
+    """SFEN's move number may be as large as cshogi holds (2**31 - 1); with DrawPly 0 (no
+    limit) the search still looks past the root rather than scoring every move a draw."""
+    board = cshogi.Board().sfen().rsplit(" ", 1)[0]
+    engine.send(f"position sfen {board} 1000000001", "go nodes 64")
+    lines = engine.until("bestmove", 20)
+    depths = [int(line.split()[2]) for line in lines if line.startswith("info depth")]
+    assert depths and max(depths) > 1, lines

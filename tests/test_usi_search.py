@@ -135,6 +135,7 @@ def test_win_rate_to_cp():
     assert win_rate_to_cp(0.5) == 0
     assert win_rate_to_cp(0.75) == -win_rate_to_cp(0.25) > 0
     assert win_rate_to_cp(1.0) > 5000
+    assert win_rate_to_cp(float("nan")) == 0  # a network gone wrong: an even score, not a crash
 
 
 def test_time_plan():

@@ -12,6 +12,7 @@ asks for it (`heads`); forward, and so search, the engine and the exports, never
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -97,3 +98,12 @@ def build(blocks: int, channels: int, value_hidden: int, opponent_policy: bool =
 def from_config(model: ModelConfig) -> PolicyValueNet:
     """The network a run's `model` settings describe (the one way to build a run's network)."""
     return PolicyValueNet(model.blocks, model.channels, model.value_hidden, model.opponent_policy)
+
+
+def weights_finite(model: torch.nn.Module) -> bool:
+    """Whether every floating-point weight and buffer is finite. On the CPU the check runs in
+    numpy: torch's per-tensor ops each cost a thread-pool round trip, slow on a busy machine."""
+    tensors = [t.detach() for t in model.state_dict().values() if t.is_floating_point()]
+    if tensors and tensors[0].device.type == "cpu":
+        return all(np.isfinite(t.float().numpy()).all() for t in tensors)
+    return not tensors or bool(torch.isfinite(torch.cat([t.reshape(-1).float() for t in tensors])).all())

@@ -28,7 +28,7 @@ from azshogi.play.temperature import auto_temperature
 from azshogi.search.anytime import AnytimeSearchResult, GameSearch
 from azshogi.shogi.rules import Rules, declaration_wins, rules_of
 
-NO_LIMIT = 10 ** 9  # max_plies 0: no ply limit
+NO_LIMIT = 2 ** 62  # max_plies 0: no ply limit (above any SFEN move number: cshogi holds them in 32 bits)
 # Settings of how the engine plays a searched tree, not of the search it builds: they may change
 # between two moves (`retune`; the USI engine applies them at each go, the others at isready).
 PLAY_TIME = ("nodes", "resign", "temperature", "temperature_plies")

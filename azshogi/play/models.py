@@ -11,7 +11,7 @@ from azshogi.config import Dtype, from_plain
 from azshogi.formats.checkpoint import CheckpointError, latest, load, network
 from azshogi.formats.paths import checkpoint_number
 from azshogi.nn.evaluator import make_evaluator, resolve_device
-from azshogi.nn.network import from_config
+from azshogi.nn.network import from_config, weights_finite
 
 
 def network_file(path) -> Path:
@@ -40,12 +40,17 @@ def load_model(path: Path, device="cpu"):
 def model_of(state: dict, path: Path, device="cpu"):
     """load_model's (model, config) of a checkpoint's state already read from `path`."""
     weights, config = network(state, path)
-    cfg = from_plain(config)
-    model = from_config(cfg.model)
+    try:
+        cfg = from_plain(config)
+        model = from_config(cfg.model)
+    except Exception as e:  # a damaged or hand-edited file: whatever the settings' parsing raises
+        raise CheckpointError(f"{path}: its saved settings are not valid: {e}") from None
     try:
         model.load_state_dict(weights)
-    except RuntimeError as e:
+    except (RuntimeError, TypeError, AttributeError, ValueError) as e:
         raise CheckpointError(f"{path}: the weights do not fit the saved model settings: {e}") from None
+    if not weights_finite(model):
+        raise CheckpointError(f"{path}: the network's weights are not all finite (NaN or inf): a damaged file")
     return model.to(device).eval(), cfg
 
 

@@ -123,6 +123,7 @@ class Job:
     stop: threading.Event = field(default_factory=threading.Event)
     ponderhit: threading.Event = field(default_factory=threading.Event)
     silent: bool = False  # cancelled by gameover/quit: no bestmove
+    answered: bool = False  # its bestmove or checkmate is sent (the thread may still be ending)
     thread: Optional[threading.Thread] = None
 
     @property
@@ -170,6 +171,7 @@ class UsiEngine:
         self._load_error = ""  # why the last isready loaded no model
         self.timer = StepTimer()  # calibrated by isready
         self._preloading: Optional[threading.Thread] = None
+        self._torch_threads: Optional[int] = None  # PyTorch's own thread count, for Threads 0
 
     def _int(self, name: str) -> int:
         """A spin option's value."""
@@ -320,8 +322,16 @@ class UsiEngine:
     # --- searches ---
 
     def _searching(self) -> bool:
+        """A `go` not answered yet. Its thread outlives the answer by a moment; a GUI's next
+        command (isready, position) may come in that moment and must not wait for it."""
         job = self.job
-        return job is not None and job.thread is not None and job.thread.is_alive()
+        return job is not None and not job.answered and job.thread is not None and job.thread.is_alive()
+
+    def _answer(self, job: Job, line: str) -> None:
+        """Sends a `go`'s answer (bestmove, checkmate), unless gameover or quit cancelled it."""
+        if not job.silent:
+            job.answered = True
+            self.send(line)
 
     def _finish_running(self) -> None:
         """A new position or go while a search runs (a GUI waits for bestmove first, a script
@@ -354,7 +364,7 @@ class UsiEngine:
         except Exception as e:
             self.error(f"search: {_reason(e)}")
             if job.limits.mate is not None:
-                self.send("checkmate notimplemented")
+                self._answer(job, "checkmate notimplemented")
             else:
                 self._bestmove(job, "resign")
 
@@ -362,8 +372,7 @@ class UsiEngine:
         """Sends bestmove, after `stop` (or `ponderhit`) when the protocol asks to wait."""
         while job.waiting and not job.stop.is_set():
             job.stop.wait(0.05)
-        if not job.silent:
-            self.send(f"bestmove {move}" + (f" ponder {ponder}" if ponder else ""))
+        self._answer(job, f"bestmove {move}" + (f" ponder {ponder}" if ponder else ""))
 
     def _load(self) -> None:
         import torch
@@ -371,9 +380,9 @@ class UsiEngine:
         from azshogi.play.engine import Engine
         from azshogi.play.models import model_evaluator, network_file
 
-        threads = self._int("Threads")
-        if threads:
-            torch.set_num_threads(threads)
+        if self._torch_threads is None:
+            self._torch_threads = torch.get_num_threads()
+        torch.set_num_threads(self._int("Threads") or self._torch_threads)
         given = self._str("Checkpoint")
         if not given:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
@@ -501,7 +510,8 @@ class UsiEngine:
         from azshogi.shogi.scores import win_rate_to_cp
 
         pv = report.pv if pv is None else pv
-        hashfull = min(1000, report.tree_nodes * 1000 // max(1, self._int("MaxTreeNodes")))
+        assert self.engine is not None  # a search runs on a loaded engine
+        hashfull = min(1000, report.tree_nodes * 1000 // max(1, self.engine.settings.max_tree_nodes))
         common = f"nodes {report.nodes} nps {report.nps} time {int(report.seconds * 1000)} hashfull {hashfull}"
         self.send(f"info string win rate {report.win_rate:.1%}, {report.nodes} simulations, "
                   f"{report.tree_nodes} nodes in the tree")
@@ -525,7 +535,7 @@ class UsiEngine:
 
         board = board_after(self.start_sfen, self.moves) if self.position_ok else None
         if board is None or board.is_check():
-            self.send("checkmate notimplemented")
+            self._answer(job, "checkmate notimplemented")
             return
         budget = job.limits.mate
         nodes = mate_nodes(max(self._int("MateSearchNodes"), 1) * 10,
@@ -534,9 +544,7 @@ class UsiEngine:
         line = mate_line(board, nodes, solver)
         while budget == -1 and not job.stop.is_set():  # infinite: answer after stop
             job.stop.wait(0.05)
-        if job.silent:
-            return
         if line:
-            self.send("checkmate " + " ".join(cshogi.move_to_usi(m) for m in line))
+            self._answer(job, "checkmate " + " ".join(cshogi.move_to_usi(m) for m in line))
         else:
-            self.send("checkmate " + ("timeout" if solver.searched_node >= nodes else "nomate"))
+            self._answer(job, "checkmate " + ("timeout" if solver.searched_node >= nodes else "nomate"))

@@ -17,7 +17,10 @@ EVAL_LIMIT = 30000  # dlshogi's eval of a proven win
 
 
 def win_rate_to_cp(win_rate: float) -> int:
-    """One win rate as USI `score cp` (finite: clipped 1e-6 from 0 and 1)."""
+    """One win rate as USI `score cp` (finite: clipped 1e-6 from 0 and 1; NaN, from a network
+    gone wrong, reads as even)."""
+    if math.isnan(win_rate):
+        return 0
     p = min(max(win_rate, 1e-6), 1.0 - 1e-6)
     return int(round(-EVAL_SCALE * math.log(1.0 / p - 1.0)))
 

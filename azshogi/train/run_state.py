@@ -26,9 +26,9 @@ import torch
 
 from azshogi.config import Config, ConfigError, from_plain, to_plain
 from azshogi.formats.checkpoint import CheckpointError
-from azshogi.nn.network import PolicyValueNet, from_config
+from azshogi.nn.network import PolicyValueNet, from_config, weights_finite
 from azshogi.train import averaging
-from azshogi.train.trainer import Trainer, weights_finite
+from azshogi.train.trainer import Trainer
 
 
 @dataclass

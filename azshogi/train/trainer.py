@@ -284,12 +284,3 @@ def _momentum_from_zero(optimizer: torch.optim.Optimizer) -> None:
             state = optimizer.state[p]
             if state.get("momentum_buffer") is None:
                 state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-
-
-def weights_finite(model: torch.nn.Module) -> bool:
-    """Whether every floating-point weight and buffer is finite. On the CPU the check runs in
-    numpy: torch's per-tensor ops each cost a thread-pool round trip, slow on a busy machine."""
-    tensors = [t.detach() for t in model.state_dict().values() if t.is_floating_point()]
-    if tensors and tensors[0].device.type == "cpu":
-        return all(np.isfinite(t.float().numpy()).all() for t in tensors)
-    return not tensors or bool(torch.isfinite(torch.cat([t.reshape(-1).float() for t in tensors])).all())
