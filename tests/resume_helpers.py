@@ -136,9 +136,8 @@ def loop_state(loop: Loop) -> dict:
 def load_loop(cfg: Config, path: Path, num_workers: int = 0) -> Loop:
     """A fresh Loop for `cfg` restored from the checkpoint at `path` (its workers, if any, start
     on first use)."""
-    loop = Loop(replace(cfg, resume=str(path), selfplay=replace(cfg.selfplay, num_workers=num_workers)),
-                show_progress=False)
-    loop.restore()
+    loop = Loop(replace(cfg, selfplay=replace(cfg.selfplay, num_workers=num_workers)), show_progress=False)
+    loop.restore_from(path)
     return loop
 
 

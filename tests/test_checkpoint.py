@@ -142,10 +142,14 @@ def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_
     with pytest.raises(ckpt.CheckpointError) as error:
         train(tiny_config(*small), show_progress=False)
     assert str(error.value) == (f"cannot read {newest}: not an azshogi checkpoint (a .pt file that azshogi wrote), "
-                                f"or a damaged one; to resume from the checkpoint before it, add "
-                                f"resume={run / 'ckpt-00001.pt'} to the command (or move ckpt-00002.pt away)")
-    counters = train(tiny_config(*small, f"resume={run / 'ckpt-00001.pt'}"), show_progress=False)
+                                f"or a damaged one; to resume from the checkpoint before it (ckpt-00001.pt), move "
+                                f"ckpt-00002.pt out of {run} and start the same command again")
+    with pytest.raises(ckpt.CheckpointError):  # resume= cannot go behind the newest: the next start would not
+        train(tiny_config(*small, f"resume={run / 'ckpt-00001.pt'}"), show_progress=False)
+    newest.rename(tmp_path / "damaged.pt")
+    counters = train(tiny_config(*small), show_progress=False)
     assert counters.checkpoints == 1 and counters.train_steps == 1  # resumed (and at its limit)
+    (tmp_path / "damaged.pt").rename(newest)
     (run / "ckpt-00001.pt").unlink()  # nothing before the damaged file: the error alone
     with pytest.raises(ckpt.CheckpointError, match="or a damaged one$"):
         train(tiny_config(*small), show_progress=False)

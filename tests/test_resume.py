@@ -263,3 +263,38 @@ def test_saved_games_go_on_in_worker_processes_and_back_as_they_would_have(strai
     assert_same(games_of_driver(back.selfplay, cfg)["games"], at_save["games"], "games from the workers")
     constant_network(back.model)
     assert_consistent(play(back.selfplay, 6 * 5, cfg), truth, at_save, "in process after the workers")
+
+
+def test_resume_never_takes_a_run_back_behind_its_own_newer_checkpoints(straight):
+    """`run=straight resume=<its own first checkpoint>` goes on from its newest and says so:
+    taken back, its next start would resume from the newer files of the line it left, and the
+    work of this one would be lost."""
+    from azshogi.train.loop import Loop
+
+    root, _ = straight
+    own = root / "checkpoints" / "straight"
+    loop = Loop(config(root, "straight", resume=str(own / CHECKPOINTS[0])), show_progress=False)
+    try:
+        loop.restore()
+        assert loop.resumed_from == own / CHECKPOINTS[-1]
+        assert f"has a newer checkpoint, {CHECKPOINTS[-1]}, and goes on from it" in loop.resume_note
+    finally:
+        loop.selfplay.close()
+
+
+def test_a_stop_after_a_start_from_a_whole_checkpoint_writes_the_phase_records_anew(straight):
+    """A -partial file's game records left from another start (a -partial checkpoint moved away,
+    say) are not added to: the stopped phase's records are its own games, once each."""
+    root, _ = straight
+    run_dir = root / "checkpoints" / "records"
+    run_dir.mkdir(parents=True)
+    shutil.copy(root / "checkpoints" / "straight" / CHECKPOINTS[0], run_dir)
+    shutil.copytree(root / "checkpoints" / "straight" / "replay", run_dir / "replay")
+    records = root / "logs" / "records" / "hcpe3" / "ckpt-00001-partial.hcpe3"
+    records.parent.mkdir(parents=True)
+    records.write_bytes(b"left from another start")
+    stopped = RecordingLoop(config(root, "records"), stop_after_games=1)
+    stopped.run()
+    assert list(stopped.written) == ["ckpt-00001-partial.pt"]
+    written = records.read_bytes()
+    assert written and not written.startswith(b"left from another start")

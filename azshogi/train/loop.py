@@ -172,28 +172,37 @@ class Loop:
 
     def restore(self) -> None:
         """Resumes from the run's newest checkpoint, if any. `resume=PATH` starts the run from
-        PATH: while the run has no checkpoint of its own, or when PATH is one of the run's own
-        (an older one); else the run goes on from its newest, so that the same command again
-        continues a run that another's checkpoint started, and says so."""
+        PATH while the run has no checkpoint newer than it (none of its own, or PATH is its
+        newest); else the run goes on from its newest and says so. So the same command again
+        continues what the first one started, and a run never goes back behind checkpoints that
+        its next start would resume from instead (their work, or the new one's, would be lost):
+        to start again from an older checkpoint, a new run name does (or moving the newer away)."""
         own = ckpt.latest(self.paths.checkpoints)
         path = own
         if self.cfg.resume:
             given = Path(self.cfg.resume)
-            if own is None or given.resolve().parent == own.resolve().parent:
+            if own is None or given.resolve() == own.resolve():
                 path = given
+            elif given.resolve().parent == own.resolve().parent:
+                self.resume_note = (f"resume={given} left out: run '{self.cfg.run}' has a newer checkpoint, "
+                                    f"{own.name}, and goes on from it (to start again from {given.name}: a new "
+                                    f"run name, or move the checkpoints after it out of {own.parent})")
             else:
                 self.resume_note = (f"resume={given} left out: run '{self.cfg.run}' has checkpoints of its own, "
                                     f"and goes on from its newest (a new run name starts from {given.name})")
-        if path is None:
-            return
+        if path is not None:
+            self.restore_from(path)
+
+    def restore_from(self, path: Path) -> None:
+        """Resumes from the checkpoint file `path`, whichever it is (restore chooses it for a run)."""
         try:
             state = ckpt.load(path)
         except ckpt.CheckpointError as e:
             older = ckpt.before(path) if path.exists() else None  # a damaged file: the one before it works
             if older is None:
                 raise
-            raise ckpt.CheckpointError(f"{e}; to resume from the checkpoint before it, add resume={older} to the "
-                                       f"command (or move {path.name} away)") from None
+            raise ckpt.CheckpointError(f"{e}; to resume from the checkpoint before it ({older.name}), move "
+                                       f"{path.name} out of {path.parent} and start the same command again") from None
         self.load_state_dict(state, path)
         self.resumed_from = path
 
@@ -214,9 +223,13 @@ class Loop:
         if self.hcpe3 is not None:
             with self.clock.phase("records"):
                 # The games whose positions entered the buffer since the previous checkpoint file;
-                # a second stop in the same phase adds to the same -partial file.
-                self.hcpe3.flush(self.paths.hcpe3(path), append=partial)
+                # a second stop in the same phase (resumed from its -partial file) adds to that
+                # file's records; any other start writes them anew.
+                self.hcpe3.flush(self.paths.hcpe3(path), append=partial and self._resumed_from_file(path))
         return path
+
+    def _resumed_from_file(self, path: Path) -> bool:
+        return self.resumed_from is not None and self.resumed_from.resolve() == Path(path).resolve()
 
     def seed_replay(self) -> Optional[str]:
         """Fills a buffer that has never held a position from `replay.seed_files`; what it did."""
