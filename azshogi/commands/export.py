@@ -23,17 +23,28 @@ from azshogi.commands.cli import ArgumentParser, user_errors
 from azshogi.formats.checkpoint import CheckpointError, load, save_network
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
 from azshogi.formats.files import write_atomically
+from azshogi.formats.paths import checkpoint_number
 from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, onnx_bytes
 from azshogi.play.models import load_model, model_of
 
 
+def _not_over_a_checkpoint(checkpoint: Path, out: Path) -> None:
+    """An output must not replace a run's checkpoint: neither the input itself nor a file named
+    as a run's checkpoints are (a run resumes from the newest such name)."""
+    if checkpoint_number(out) is not None or (out.exists() and checkpoint.exists() and out.samefile(checkpoint)):
+        raise ExportError(f"{out}: the output would replace a run's checkpoint (ckpt-NNNNN.pt, or the input itself): "
+                          f"give it another name")
+
+
 def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path:
+    _not_over_a_checkpoint(Path(checkpoint), Path(out))
     model, _ = load_model(Path(checkpoint))
     write_atomically(Path(out), onnx_bytes(model, opset))
     return Path(out)
 
 
 def export_network(checkpoint: Path, out: Path) -> Path:
+    _not_over_a_checkpoint(Path(checkpoint), Path(out))
     state = load(Path(checkpoint))
     model_of(state, Path(checkpoint))  # the weights must fit their settings, as for play
     return save_network(state, Path(checkpoint), Path(out))
