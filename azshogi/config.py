@@ -461,7 +461,19 @@ def validate(cfg: Config) -> Config:
     _check(pt.steps >= 1, "pretrain.steps", "must be >= 1", pt.steps)
     _check(pt.eval_every >= 1, "pretrain.eval_every", "must be >= 1", pt.eval_every)
     _check(pt.test_positions >= 1, "pretrain.test_positions", "must be >= 1", pt.test_positions)
+    _check_finite(cfg, "")
     return cfg
+
+
+def _check_finite(node: Any, prefix: str) -> None:
+    """Every number setting is finite: inf passes a range check such as train.lr > 0, and a run
+    would train on it into NaN weights."""
+    for f in fields(node):
+        value, key = getattr(node, f.name), prefix + f.name
+        if is_dataclass(value):
+            _check_finite(value, key + ".")
+        elif isinstance(value, float):
+            _check(math.isfinite(value), key, "must be a finite number", value)
 
 
 def resolve_selfplay(cfg: Config, device_type: str, cores: int) -> tuple[Config, str]:

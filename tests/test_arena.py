@@ -1,6 +1,7 @@
 """Matches: consistent counts, records that cshogi reads back, the command's JSON line, and
 external USI engines (fairy-stockfish, when installed; cshogi's match runner against ours)."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -325,3 +326,14 @@ def test_mate_means_one_thing_per_player_kind():
         make_player("gumbel:x.pt", {"mate": "3"}, rules=Rules())
     with pytest.raises(ValueError, match="mate='0.5': takes an integer in"):
         make_player("search:x.pt", {"mate": "0.5"}, rules=Rules())
+
+
+@pytest.mark.parametrize("options, why", [
+    ({"mate_plies": "2"}, "mate_plies=2: takes 0 (off) or an odd number of plies"),
+    ({"considered": "1"}, "considered='1': takes an integer in [2, 593]"),
+])
+def test_gumbel_options_that_no_search_could_use_are_refused_up_front(options, why):
+    """A mate is the attacker's move (an odd number of plies; cshogi's mate search asserts it),
+    and Gumbel's search compares at least two candidates, as self-play's settings require."""
+    with pytest.raises(ValueError, match=re.escape(why)):
+        make_player("gumbel:x.pt", options, rules=Rules())

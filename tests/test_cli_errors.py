@@ -28,6 +28,10 @@ HYDRA_MISTAKES = [
     (["model=huge"], "model/huge"),  # and the allowed ones
     (["search.num_simulations=["], "'['"),
     (["resume=missing.pt"], "missing.pt"),
+    # inf passes a range check (train.lr > 0) and would train into NaN weights
+    (["train.lr=inf"], "train.lr=inf: must be a finite number"),
+    (["search.c_scale=inf"], "search.c_scale=inf: must be a finite number"),
+    (["+stages.hot={from_checkpoint:2,set:{train:{lr:1e400}}}"], "stages.hot.set.train.lr=inf: must be a finite"),
 ]
 
 

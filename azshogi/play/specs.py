@@ -85,8 +85,10 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
         return Engine(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}", seed)
     elif kind == "gumbel":
         simulations = _number(spec, options, "simulations", None, low=1)
-        considered = _number(spec, options, "considered", None, low=1)
+        considered = _number(spec, options, "considered", None, low=2, high=593)  # as search.max_num_considered_actions
         mate, resign = _number(spec, options, "mate_plies", 3), _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
+        if mate % 2 == 0 and mate:  # a mate is the attacker's move: an odd number of plies
+            raise ValueError(f"player {spec!r}: mate_plies={mate}: takes 0 (off) or an odd number of plies")
         evaluator, cfg = _checkpoint(spec, arg, max_games, device, dtype)
         search = replace(cfg.search, num_simulations=simulations or cfg.search.num_simulations,
                          max_num_considered_actions=considered or cfg.search.max_num_considered_actions)
