@@ -7,6 +7,7 @@ in progress and every counter but the wall time are equal at every later checkpo
 exactly reproducible). Each checkpoint also reads back into a fresh Loop as the run left it. All
 state is read through resume_helpers.py."""
 import functools
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -139,6 +140,9 @@ def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(str
     third = RecordingLoop(cfg)
     third.run()
     assert sorted(third.written) == CHECKPOINTS[phase - 1:]
+    log = (root / "logs" / "stopped" / "azshogi.log").read_text()  # that phase's self-play was all before the stop
+    assert f"checkpoint {phase}: step" in log and "(+0) |" in log and "| no self-play since the resume |" in log, log
+    assert not re.search(r"\bnan\b", log), log
     for name in CHECKPOINTS[phase - 1:]:
         assert_continues(third.written[name], written[name], name)
 
