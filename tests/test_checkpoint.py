@@ -131,6 +131,26 @@ def test_a_runs_files_are_as_readable_as_the_umask_lets_any_file_be(tmp_path):
         os.umask(old)
 
 
+def test_a_damaged_replay_segment_names_the_checkpoint_before_which_may_resume(tiny_config, tmp_path):
+    from azshogi.formats.replay_store import ReplayStoreError
+    from azshogi.train.loop import train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1", "loop.max_checkpoints=2")
+    train(tiny_config(*small), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    newest = ckpt.load(run / "ckpt-00002.pt")["replay"]["segments"][-1]["file"]
+    segment = run / "replay" / newest
+    segment.write_bytes(segment.read_bytes()[:-5])  # cut short
+    with pytest.raises(ReplayStoreError) as error:
+        train(tiny_config(*small[:2], "loop.max_checkpoints=3"), show_progress=False)
+    assert newest in str(error.value) and str(error.value).endswith(
+        f"; to resume from the checkpoint before it (ckpt-00001.pt), move ckpt-00002.pt out of {run} and start "
+        f"the same command again")
+    (run / "ckpt-00002.pt").rename(tmp_path / "ckpt-00002.pt")
+    counters = train(tiny_config(*small[:2], "loop.max_checkpoints=3"), show_progress=False)
+    assert counters.checkpoints == 3  # from checkpoint 1, whose window ends before that segment
+
+
 def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_config, tmp_path):
     from azshogi.train.loop import train
 

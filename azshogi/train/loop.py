@@ -37,7 +37,7 @@ from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.files import write_atomically
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.records import write_kif
-from azshogi.formats.replay_store import ReplayStore
+from azshogi.formats.replay_store import ReplayStore, ReplayStoreError
 from azshogi.nn.cpu_bf16 import bf16_is_fast
 from azshogi.nn.evaluator import LocalEvaluator, make_evaluator, resolve_device
 from azshogi.nn.network import from_config
@@ -104,6 +104,13 @@ def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: 
         cluster = ClusterSelfPlay(given, run_state.model, lambda: run_state.counters.train_steps, stand_in)
         return cluster, cluster.note
     return local_driver(cfg, evaluator), ""
+
+
+def _the_one_before(path: Path) -> str:
+    """What to do when checkpoint `path` cannot be read: resume from the one before it, if any."""
+    older = ckpt.before(path) if path.exists() else None
+    return "" if older is None else (f"; to resume from the checkpoint before it ({older.name}), move {path.name} "
+                                     f"out of {path.parent} and start the same command again")
 
 
 class Loop:
@@ -198,12 +205,11 @@ class Loop:
         try:
             state = ckpt.load(path)
         except ckpt.CheckpointError as e:
-            older = ckpt.before(path) if path.exists() else None  # a damaged file: the one before it works
-            if older is None:
-                raise
-            raise ckpt.CheckpointError(f"{e}; to resume from the checkpoint before it ({older.name}), move "
-                                       f"{path.name} out of {path.parent} and start the same command again") from None
-        self.load_state_dict(state, path)
+            raise ckpt.CheckpointError(f"{e}{_the_one_before(path)}") from None
+        try:
+            self.load_state_dict(state, path)
+        except ReplayStoreError as e:  # a damaged segment of its window: an older window may not need it
+            raise ReplayStoreError(f"{e}{_the_one_before(path)}") from None
         self.resumed_from = path
 
     def save(self, partial: bool, games: Optional[dict] = None) -> Path:
