@@ -524,11 +524,11 @@ class Loop:
         cheap = f" ({sp.play.cheap_moves / sp.moves:.0%} cheap)" if sp.play.cheap_moves else ""
         opponent = tr.mean_opponent_policy_loss
         # A phase resumed in its training has no self-play of this session's to describe.
-        games = (f"+{sp.games}, mean length {sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/"
-                 f"{sp.white_wins / g:.0%}/{sp.draws / g:.0%}{sp.resign_words()}" if sp.games else "+0")
+        played = (f"+{sp.games}, mean length {sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/"
+                  f"{sp.white_wins / g:.0%}/{sp.draws / g:.0%}{sp.resign_words()}" if sp.games else "+0")
         moves = f"{rate:.0f} moves/s{cheap}" if sp.moves else "no self-play since the resume"
         self.monitor.say(
-            f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} ({games}) | "
+            f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} ({played}) | "
             f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f}"
             + (f" opponent policy {opponent:.3f}" if opponent is not None else "") + " | "
             f"{moves} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
