@@ -94,18 +94,18 @@ def test_network_of_a_foreign_file_is_one_line_and_writes_nothing(tmp_path, caps
 
 @pytest.mark.parametrize("command", ["network", "onnx"])
 def test_an_export_never_replaces_a_runs_checkpoint(tmp_path, capsys, command):
-    """Neither over its input nor under a checkpoint's name (a run would resume from it)."""
+    """Neither over its input nor over another checkpoint of a run."""
     path, _ = tiny_checkpoint(tmp_path)
-    before = path.read_bytes()
-    files = sorted(path.parent.iterdir())
-    for out in (path, path.parent / "ckpt-00009.pt", tmp_path / "ckpt-00009-partial.pt"):
+    other = path.parent / "ckpt-00009-partial.pt"
+    other.write_bytes(path.read_bytes() + b"another")
+    files = {p: p.read_bytes() for p in path.parent.iterdir()}
+    for out in (path, other):
         with pytest.raises(SystemExit) as exit_:
             export_main([command, str(path), str(out)])
         assert exit_.value.code == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"{out}: the output would replace a run's checkpoint" in err, err
-    assert path.read_bytes() == before
-    assert sorted(path.parent.iterdir()) == files and not (tmp_path / "ckpt-00009-partial.pt").exists()
+        assert err.count("\n") == 1 and f"{out}: the output would replace a checkpoint" in err, err
+    assert {p: p.read_bytes() for p in path.parent.iterdir()} == files
 
 
 def test_hcpe3_to_csa_writes_one_game_per_file(tmp_path):

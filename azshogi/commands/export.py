@@ -29,10 +29,10 @@ from azshogi.play.models import load_model, model_of
 
 
 def _not_over_a_checkpoint(checkpoint: Path, out: Path) -> None:
-    """An output must not replace a run's checkpoint: neither the input itself nor a file named
-    as a run's checkpoints are (a run resumes from the newest such name)."""
-    if checkpoint_number(out) is not None or (out.exists() and checkpoint.exists() and out.samefile(checkpoint)):
-        raise ExportError(f"{out}: the output would replace a run's checkpoint (ckpt-NNNNN.pt, or the input itself): "
+    """An output must not replace a checkpoint: neither the input itself nor a file of a run's
+    checkpoint's name (ckpt-NNNNN.pt) that is there already."""
+    if out.exists() and (checkpoint_number(out) is not None or (checkpoint.exists() and out.samefile(checkpoint))):
+        raise ExportError(f"{out}: the output would replace a checkpoint (the input itself, or a run's ckpt-NNNNN.pt): "
                           f"give it another name")
 
 
