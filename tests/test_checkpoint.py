@@ -170,6 +170,12 @@ def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_
     counters = train(tiny_config(*small), show_progress=False)
     assert counters.checkpoints == 1 and counters.train_steps == 1  # resumed (and at its limit)
     (tmp_path / "damaged.pt").rename(newest)
+    # The same file given to a new run by resume=: the advice is resume= of the one before it
+    with pytest.raises(ckpt.CheckpointError) as error:
+        train(tiny_config(*small, f"resume={newest}", run="fork"), show_progress=False)
+    assert str(error.value).endswith(f"; to start from the checkpoint before it, give resume={run / 'ckpt-00001.pt'}")
+    counters = train(tiny_config(*small, f"resume={run / 'ckpt-00001.pt'}", run="fork"), show_progress=False)
+    assert counters.checkpoints == 1
     (run / "ckpt-00001.pt").unlink()  # nothing before the damaged file: the error alone
     with pytest.raises(ckpt.CheckpointError, match="or a damaged one$"):
         train(tiny_config(*small), show_progress=False)

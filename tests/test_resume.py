@@ -302,3 +302,9 @@ def test_a_stop_after_a_start_from_a_whole_checkpoint_writes_the_phase_records_a
     assert list(stopped.written) == ["ckpt-00001-partial.pt"]
     written = records.read_bytes()
     assert written and not written.startswith(b"left from another start")
+    # Resumed from that -partial file and stopped again in the same phase: its records go on
+    again = RecordingLoop(config(root, "records"), stop_after_games=1)
+    again.run()
+    assert list(again.written) == ["ckpt-00001-partial.pt"]
+    more = records.read_bytes()
+    assert len(more) > len(written) and more.startswith(written)

@@ -195,8 +195,11 @@ class UsiEngine:
 
     def send(self, line: str) -> None:
         with self._lock:
-            self.out.write(line + "\n")
-            self.out.flush()
+            self._write(line)
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
 
     def error(self, message: str) -> None:
         self.send("info string error: " + " ".join(message.split()))
@@ -329,9 +332,10 @@ class UsiEngine:
 
     def _answer(self, job: Job, line: str) -> None:
         """Sends a `go`'s answer (bestmove, checkmate), unless gameover or quit cancelled it."""
-        if not job.silent:
-            job.answered = True
-            self.send(line)
+        with self._lock:  # answered as it is sent: a next go's lines cannot come before it
+            if not job.silent:
+                job.answered = True
+                self._write(line)
 
     def _finish_running(self) -> None:
         """A new position or go while a search runs (a GUI waits for bestmove first, a script

@@ -106,11 +106,17 @@ def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: 
     return local_driver(cfg, evaluator), ""
 
 
-def _the_one_before(path: Path) -> str:
-    """What to do when checkpoint `path` cannot be read: resume from the one before it, if any."""
+def _the_one_before(path: Path, given: bool) -> str:
+    """What to do when checkpoint `path` cannot be read: start from the one before it, if any:
+    with resume= where `path` was given so (a run with no checkpoint of its own), else by
+    moving `path` away from the run's folder."""
     older = ckpt.before(path) if path.exists() else None
-    return "" if older is None else (f"; to resume from the checkpoint before it ({older.name}), move {path.name} "
-                                     f"out of {path.parent} and start the same command again")
+    if older is None:
+        return ""
+    if given:
+        return f"; to start from the checkpoint before it, give resume={older}"
+    return (f"; to resume from the checkpoint before it ({older.name}), move {path.name} out of {path.parent} and "
+            f"start the same command again")
 
 
 class Loop:
@@ -198,18 +204,19 @@ class Loop:
                 self.resume_note = (f"resume={given} left out: run '{self.cfg.run}' has checkpoints of its own, "
                                     f"and goes on from its newest (a new run name starts from {given.name})")
         if path is not None:
-            self.restore_from(path)
+            self.restore_from(path, given=own is None)
 
-    def restore_from(self, path: Path) -> None:
-        """Resumes from the checkpoint file `path`, whichever it is (restore chooses it for a run)."""
+    def restore_from(self, path: Path, given: bool = True) -> None:
+        """Resumes from the checkpoint file `path`, whichever it is (restore chooses it for a run:
+        `given` by resume= to a run with no checkpoint of its own, or the run's own newest)."""
         try:
             state = ckpt.load(path)
         except ckpt.CheckpointError as e:
-            raise ckpt.CheckpointError(f"{e}{_the_one_before(path)}") from None
+            raise ckpt.CheckpointError(f"{e}{_the_one_before(path, given)}") from None
         try:
             self.load_state_dict(state, path)
         except ReplayStoreError as e:  # a damaged segment of its window: an older window may not need it
-            raise ReplayStoreError(f"{e}{_the_one_before(path)}") from None
+            raise ReplayStoreError(f"{e}{_the_one_before(path, given)}") from None
         self.resumed_from = path
 
     def save(self, partial: bool, games: Optional[dict] = None) -> Path:
