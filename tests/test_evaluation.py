@@ -156,6 +156,22 @@ def test_the_loop_evaluates_every_n_checkpoints(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "logs" / "evaluated" / "eval" / "ratings.json").read_text()) == history
 
 
+def test_a_damaged_previous_network_is_left_out_once_and_written_anew(tmp_path):
+    cfg = to_config(tiny_config(
+        run="evaluated", checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"),
+        selfplay=SelfPlayConfig(num_actors=2, write_hcpe3=False), rules=RulesConfig(max_plies=6),
+        replay=ReplayConfig(capacity=1000), train=TrainConfig(batch_size=4, warmup_steps=1),
+        loop=LoopConfig(positions_per_checkpoint=6, steps_per_checkpoint=1, max_checkpoints=1, selfplay_games_saved=0),
+        eval=EvalConfig(every=1, games=2, num_simulations=2, anchors=["greedy"], previous=True)))
+    loop = Loop(cfg, show_progress=False)
+    loop.paths.eval_previous.parent.mkdir(parents=True, exist_ok=True)
+    loop.paths.eval_previous.write_bytes(b"cut short")
+    loop.run()
+    log = (tmp_path / "logs" / "evaluated" / "azshogi.log").read_text()
+    assert f"{loop.paths.eval_previous}" in log and "the match against the previous network is left out" in log
+    assert ckpt.load(loop.paths.eval_previous)["checkpoint"] == 1  # this evaluation's network, for the next
+
+
 @pytest.mark.parametrize("text", ["{not json", '{"a": 1}', '[{"rating": 1000}]'])
 def test_a_rating_history_that_is_not_one_names_its_file(tmp_path, text):
     from azshogi.play.gauntlet import rating_history

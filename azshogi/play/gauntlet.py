@@ -150,14 +150,20 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     others: list[tuple[str, Callable[[], Player]]] = []
     if ec.usi_engine:
         others.append(("usi", functools.partial(UsiPlayer, ec.usi_engine, dict(ec.usi_options), ec.usi_go)))
+    previous_state = None
     if ec.previous and paths.eval_previous.exists():
-        previous_state = ckpt.load(paths.eval_previous)
+        try:
+            previous_state = ckpt.load(paths.eval_previous)
+        except ckpt.CheckpointError as e:  # damaged: this evaluation plays without it, and writes it anew
+            say(f"{e}: the match against the previous network is left out this time")
+    if previous_state is not None:
+        state = previous_state
 
         def previous_player() -> Player:
-            net = from_config(from_plain(previous_state["config"]).model)  # a smaller one before a stage grew it
-            net.load_state_dict(previous_state["model"])
+            net = from_config(from_plain(state["config"]).model)  # a smaller one before a stage grew it
+            net.load_state_dict(state["model"])
             return Engine(_evaluator(net.to(device).eval(), cfg, device), cfg, settings, ec.games,
-                          f"ckpt{previous_state['checkpoint']}")
+                          f"ckpt{state['checkpoint']}")
         others.append(("previous", previous_player))
     for label, make in others:
         try:
