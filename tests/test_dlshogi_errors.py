@@ -203,3 +203,41 @@ def test_conversions():
     counts = visit_counts(probs)
     assert counts.sum() == 65535 and counts[-1] == 0
     assert np.abs(counts / 65535 - probs).max() <= 1 / 65535
+
+
+def test_hcpe3_to_csa_neither_mixes_with_nor_replaces_records_already_there(tmp_path, hcpe3_file, monkeypatch):
+    out = tmp_path / "csa"
+    first = hcpe3_to_csa(hcpe3_file, out)
+    before = {p: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(DataFormatError, match=rf"{first[0]}: already there \({len(first)} of the {len(first)} files"):
+        hcpe3_to_csa(hcpe3_file, out)
+    assert {p: p.read_bytes() for p in out.iterdir()} == before
+    # A write failing part-way takes back what it wrote.
+    from azshogi.formats import dlshogi as formats
+
+    calls = []
+
+    def write_then_fail(path, *args):
+        if calls:
+            raise OSError(f"{path}: disk full")
+        calls.append(path)
+        path.write_text("one game")
+
+    monkeypatch.setattr(formats, "write_csa", write_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        hcpe3_to_csa(hcpe3_file, tmp_path / "other")
+    assert calls and list((tmp_path / "other").iterdir()) == []
+
+
+def test_a_game_won_by_the_side_to_move_was_adjudicated_not_resigned():
+    """dlshogi's root mate search and azshogi's mate adjudication end a game with the winner to
+    move; a resignation leaves the loser to move. Read as resigned, the records named the loser."""
+    import cshogi
+
+    from azshogi.formats.dlshogi import BLACK_WIN, WHITE_WIN, termination_of
+    from azshogi.shogi.rules import Termination
+
+    board = cshogi.Board("7k1/9/7PG/9/9/9/9/9/4K4 w G 1")
+    board.push_usi("2a1a")  # black to move, and G*1b mates
+    assert termination_of(BLACK_WIN, board) == Termination.MATE_ADJUDICATION
+    assert termination_of(WHITE_WIN, board) == Termination.RESIGN

@@ -47,8 +47,34 @@ def test_perpetual_check_names_the_checking_side_as_the_loser():
     # The fourth occurrence reached by the side in check: still the checking side loses.
     evaded = kif_text(["9b9a", "5a5b", "9a9b", "5b5a"] * 3, Termination.PERPETUAL_CHECK,
                       start_sfen="4k4/R8/9/9/9/9/9/9/4K4 b - 1")
-    assert evaded.splitlines()[-1] == "まで12手で後手の反則勝ち"  # cshogi's word alone named white the loser
+    assert evaded.splitlines()[-1] == "まで12手で先手の反則負け"  # cshogi's word alone named white the loser
     assert KIF.Parser.parse_str(evaded).win == 2
+    # CSA: the checking side's illegal action (%+ILLEGAL_ACTION: black's), not a sennichite draw
+    for moves in (PERPETUAL + PERPETUAL[1:] * 2, ["9b9a", "5a5b", "9a9b", "5b5a"] * 3):
+        start = CHECKS if moves[0] == "9i9a" else "4k4/R8/9/9/9/9/9/9/4K4 b - 1"
+        csa = CSA.Parser.parse_str(csa_text(moves, Termination.PERPETUAL_CHECK, start_sfen=start))[0]
+        assert (csa.endgame, csa.win) == ("%+ILLEGAL_ACTION", 2)
+
+
+WHITE_FIRST = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"  # after 7g7f
+
+
+def test_the_winner_is_named_whoever_moved_first():
+    """A game from a position with white to move: the result line names the winner from the
+    board, not from the move count's parity (cshogi's exporter's way)."""
+    for moves, winner in ((["3c3d"], 2), (["3c3d", "2g2f"], 1)):  # the side to move at the end resigns
+        for ending in (Termination.RESIGN, Termination.CHECKMATE):
+            kif = KIF.Parser.parse_str(kif_text(moves, ending, start_sfen=WHITE_FIRST))
+            csa = CSA.Parser.parse_str(csa_text(moves, ending, start_sfen=WHITE_FIRST))[0]
+            assert (kif.win, csa.win) == (winner, winner), (moves, ending)
+
+
+def test_an_impasse_declaration_is_read_back_as_the_declaring_sides_win():
+    for moves, winner in (([], 1), (["2h3h"], 2)):  # the side to move declares
+        text = kif_text(moves, Termination.IMPASSE)
+        assert text.splitlines()[-1].endswith(("先手" if winner == 1 else "後手") + "の入玉勝ち")
+        assert KIF.Parser.parse_str(text).win == winner
+        assert CSA.Parser.parse_str(csa_text(moves, Termination.IMPASSE))[0].win == winner
 
 
 def test_mate_adjudication_has_a_result_line_and_says_it_was_adjudicated():

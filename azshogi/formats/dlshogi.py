@@ -109,8 +109,9 @@ def visit_counts(probs: np.ndarray, offsets: Optional[np.ndarray] = None, total:
 
 def termination_of(result: int, board: cshogi.Board) -> Termination:
     """How a recorded game ended, from its result byte and its final position. Games won with
-    no flag and no mate or repetition on the board were given up or adjudicated (dlshogi's
-    win-rate threshold and mate search, azshogi's mate adjudication): RESIGN."""
+    no flag and no mate or repetition on the board were given up (dlshogi's win-rate threshold:
+    RESIGN, the side to move lost) or adjudicated for the side to move (a mate found: dlshogi's
+    root mate search, azshogi's mate adjudication: MATE_ADJUDICATION)."""
     if result & GAMERESULT_MAXMOVE:
         return Termination.MAX_PLIES
     if result & GAMERESULT_NYUGYOKU:
@@ -124,6 +125,8 @@ def termination_of(result: int, board: cshogi.Board) -> Termination:
         return Termination.CHECKMATE
     if repetition in (cshogi.REPETITION_WIN, cshogi.REPETITION_LOSE):
         return Termination.PERPETUAL_CHECK
+    if winner_of(result) == board.turn:  # won by the side to move: a mate found (adjudicated), not resigned
+        return Termination.MATE_ADJUDICATION
     return Termination.RESIGN
 
 
@@ -440,12 +443,21 @@ def hcpe3_to_csa(hcpe3: Path, out_dir: Path) -> list[Path]:
     checked before anything is written."""
     hcpe3, out_dir = Path(hcpe3), Path(out_dir)
     games = read_hcpe3(hcpe3)
+    paths = [out_dir / f"{hcpe3.stem}-{i:06d}.csa" for i in range(len(games))]
+    there = [p for p in paths if p.exists()]
+    if there:  # another conversion's records, or this file's: never mixed, never replaced
+        raise DataFormatError(f"{there[0]}: already there ({len(there)} of the {len(paths)} files this would write); "
+                              f"give another folder, or move them away")
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for i, game in enumerate(games):
-        path = out_dir / f"{hcpe3.stem}-{i:06d}.csa"
-        comment = (f"{hcpe3.name} game {i}: result byte {game.result:#04x}, opponent {game.opponent}, "
-                   f"{game.termination.name.lower()}")
-        write_csa(path, game.record, ("black", "white"), comment)
-        written.append(path)
+    written: list[Path] = []
+    try:
+        for i, (game, path) in enumerate(zip(games, paths)):
+            comment = (f"{hcpe3.name} game {i}: result byte {game.result:#04x}, opponent {game.opponent}, "
+                       f"{game.termination.name.lower()}")
+            write_csa(path, game.record, ("black", "white"), comment)
+            written.append(path)
+    except BaseException:  # a write failed (or Ctrl-C): nothing of this conversion stays
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
     return written

@@ -82,7 +82,18 @@ def _ending(termination: Termination, board: cshogi.Board, occurrences: int) -> 
                              f"(rules.mate_adjudication_plies) and is scored the winner", to_move)
     if termination == Termination.MAX_PLIES:
         return _Ending("draw", "the ply limit: a draw", None)
-    return _Ending(_KIF_END.get(termination), None, None)
+    # mated or resigned: the side to move lost; an impasse declared: the side to move won
+    winner = {Termination.CHECKMATE: mover, Termination.RESIGN: mover, Termination.IMPASSE: to_move}.get(termination)
+    return _Ending(_KIF_END.get(termination), None, winner)
+
+
+def _kif_result(word: str, winner: int, moves: int) -> str:
+    """The result line of a decided ending, from its winner: cshogi's exporter words it from the
+    move count's parity (wrong for a game whose start has white to move) and writes none for an
+    impasse that its parser reads. Perpetual check: the checking side's 反則負け."""
+    if word in ("illegal_win", "illegal_lose"):
+        return f"まで{moves}手で{_SIDE[1 - winner][0]}の反則負け"
+    return f"まで{moves}手で{_SIDE[winner][0]}の{'入玉勝ち' if word == 'win' else '勝ち'}"
 
 
 def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[str, str] = ("black", "white"),
@@ -104,6 +115,11 @@ def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
                   f"まで{len(moves)}手で持将棋\n")
     elif end.kif_word is not None:
         exporter.end(end.kif_word)
+        if end.winner is not None:
+            text = out.getvalue()
+            out = io.StringIO(text[:text.rstrip("\n").rfind("\n") + 1])  # its result line, written anew
+            out.seek(0, io.SEEK_END)
+            out.write(_kif_result(end.kif_word, end.winner, len(moves)) + "\n")
     elif end.comment is not None:
         result = "中断" if end.winner is None else f"{_SIDE[end.winner][0]}の勝ち"
         out.write(f"{exporter.move_number:>4} 中断              ( 0:00/00:00:00)\n*{end.comment}\n"
@@ -131,6 +147,8 @@ def csa_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
     if end.kif_word is None and end.comment is not None:
         exporter.f.write(f"'{end.comment}\n")
         exporter.endgame("%CHUDAN")
+    elif end.kif_word in ("illegal_win", "illegal_lose") and end.winner is not None:  # fourfold perpetual check
+        exporter.endgame("%+ILLEGAL_ACTION" if end.winner == cshogi.WHITE else "%-ILLEGAL_ACTION")  # the loser's sign
     else:
         exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))
     return exporter.f.getvalue()
