@@ -199,3 +199,17 @@ def test_a_dlshogi_style_hcpe3_file_is_read(tmp_path):
     np.testing.assert_allclose(np.sort(batch.policy, axis=1)[:, -2:], [[0.25, 0.75]] * 2)
     # dlshogi: win rate = sigmoid(eval / 756.0864962951762); value = 2 * win rate - 1.
     np.testing.assert_allclose(batch.root_value, 2 / (1 + np.exp(-400 / 756.0864962951762)) - 1, rtol=1e-3)
+
+
+def test_pretraining_refuses_resume_and_test_files_it_trains_on(tmp_path):
+    """Pretraining starts from scratch: a resume= it would leave out unsaid is refused, and a
+    test file that is a training file (by another name, a link) would test on trained positions."""
+    write_hcpe(tmp_path / "t.hcpe", 40, seed=6)
+    (tmp_path / "link.hcpe").symlink_to(tmp_path / "t.hcpe")
+    train_files = f"pretrain.train_files=[{tmp_path / 't.hcpe'}]"
+    with pytest.raises(ConfigError, match="resume=.*does not resume"):
+        pretrain(small_config(tmp_path, "run=pre", train_files, f"resume={tmp_path / 'x.pt'}"), show_progress=False)
+    with pytest.raises(ConfigError, match=r"pretrain.test_files: .*link.hcpe is also in pretrain.train_files"):
+        pretrain(small_config(tmp_path, "run=pre", train_files, f"pretrain.test_files=[{tmp_path / 'link.hcpe'}]"),
+                 show_progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.hcpe", "t.hcpe"]  # nothing written

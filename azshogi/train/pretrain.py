@@ -107,6 +107,14 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
     p = cfg.pretrain
     if not p.train_files:
         raise ConfigError("pretrain.train_files=[]: give at least one .hcpe or .hcpe3 file")
+    if cfg.resume:
+        raise ConfigError(f"resume={cfg.resume}: pretraining starts a network from scratch and does not resume; "
+                          f"to go on from a checkpoint, train with azshogi (self-play), or pretrain a new run")
+    same = [(a, b) for a in p.test_files for b in p.train_files
+            if Path(a).exists() and Path(b).exists() and Path(a).samefile(b)]
+    if same:
+        raise ConfigError(f"pretrain.test_files: {same[0][0]} is also in pretrain.train_files ({same[0][1]}): "
+                          f"its test figures would measure positions trained on")
     paths = RunPaths.of(cfg)
     if ckpt.latest(paths.checkpoints) is not None:
         raise ConfigError(f"run={cfg.run!r}: {paths.checkpoints} already holds checkpoints; "
