@@ -213,3 +213,27 @@ def test_pretraining_refuses_resume_and_test_files_it_trains_on(tmp_path):
         pretrain(small_config(tmp_path, "run=pre", train_files, f"pretrain.test_files=[{tmp_path / 'link.hcpe'}]"),
                  show_progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.hcpe", "t.hcpe"]  # nothing written
+
+
+def test_ctrl_c_stops_pretraining_after_the_step_in_progress_and_writes_its_checkpoint(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from azshogi.train.trainer import Trainer
+
+    write_hcpe(tmp_path / "t.hcpe", 40, seed=6)
+    cfg = small_config(tmp_path, "run=pre", f"pretrain.train_files=[{tmp_path / 't.hcpe'}]", "pretrain.steps=50",
+                       "train.batch_size=8")
+    step = Trainer.step
+
+    def step_then_ctrl_c(self, batch):
+        step(self, batch)
+        if self.step_count == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # in the middle of the third step, as far as the loop knows
+
+    monkeypatch.setattr(Trainer, "step", step_then_ctrl_c)
+    path = pretrain(cfg, show_progress=False)
+    state = ckpt.load(path)
+    assert state["counters"]["train_steps"] == 3 and state["trainer"]["step_count"] == 3  # whole steps only
+    said = capsys.readouterr().err
+    assert "stopped at step 3 of 50" in said
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers given back

@@ -21,8 +21,6 @@ TensorBoard's perf/. A start that fails (a bad `resume=`, a seed file) leaves no
 from __future__ import annotations
 
 import functools
-import signal
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -45,9 +43,9 @@ from azshogi.selfplay import in_progress, resignation
 from azshogi.selfplay.drivers import SelfPlayDriver, machine_cores, server_batch
 from azshogi.selfplay.local import local_driver
 from azshogi.shogi.game_record import SelfPlayGame
-from azshogi.train import surprise
+from azshogi.train import stopping, surprise
 from azshogi.train.device_replay import DeviceReplay, on_device
-from azshogi.train.monitor import Monitor, Timer, log, say_soon, setup_logging
+from azshogi.train.monitor import Monitor, Timer, log, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
 from azshogi.train.run_state import RunCounters, RunState
@@ -299,7 +297,7 @@ class Loop:
             self.selfplay.close()  # stops any worker processes
             if hasattr(self, "monitor"):
                 self.monitor.close()
-            self._restore_signal_handlers(previous)
+            stopping.restore(previous)
             if handler is not None:
                 log.removeHandler(handler)
                 handler.close()
@@ -605,29 +603,13 @@ class Loop:
     # --- Ctrl-C and SIGTERM: finish the current step, then checkpoint ---
 
     def _install_signal_handlers(self):
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handle(signum, frame):
-            # A second Ctrl-C stops at once, without a checkpoint. SIGTERM may well come twice
-            # (GNU timeout signals the child and then its process group): one request.
-            if self.stop_requested and signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            if not self.stop_requested:  # said on the screen at once, not only in the log
-                say_soon(("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
-                         + ": stopping after the current step; a checkpoint follows"
-                         + (" (press Ctrl-C again to quit at once, without it)" if signum == signal.SIGINT else ""))
+        def request():
             self.stop_requested = True
             if self.matches_running:
                 self.matches_running = False
                 raise EvaluationInterrupted
 
-        return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    @staticmethod
-    def _restore_signal_handlers(previous) -> None:
-        for s, h in (previous or {}).items():
-            signal.signal(s, h)
+        return stopping.install(lambda: self.stop_requested, request, "a checkpoint follows")
 
 
 def cpu_hint(cfg: Config, device: torch.device) -> Optional[str]:

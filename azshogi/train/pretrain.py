@@ -17,6 +17,7 @@ rate schedule continues at the pretraining step), as does `resume=PATH` in anoth
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -29,6 +30,7 @@ from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import RunPaths
 from azshogi.nn.evaluator import resolve_device
 from azshogi.selfplay import in_progress
+from azshogi.train import stopping
 from azshogi.train.replay import ReplayBuffer, load_buffer
 from azshogi.train.run_state import RunState
 from azshogi.train.trainer import losses, value_target
@@ -135,10 +137,15 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
         if test is not None:
             monitor.say(f"test: {len(test_slots)} of {len(test)} positions from {len(p.test_files)} file(s)")
         c, trainer = run.counters, run.trainer
+        _ = trainer.optimizer  # built before the first step (lazily, it imports much): stops come between steps
         monitor.start_bar("pretraining", p.steps, "step")
         loss: dict[str, str] = {}
+        stop = threading.Event()
+        previous = stopping.install(stop.is_set, stop.set, "the checkpoint follows")
         try:
             for step in range(1, p.steps + 1):
+                if stop.is_set():
+                    break
                 trainer.step(train.sample(cfg.train.batch_size, run.train_rng, cfg.train.mirror, trainer.opponent))
                 c.train_steps += 1
                 c.samples_trained += cfg.train.batch_size
@@ -156,9 +163,11 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
                     value_accuracy = "n/a (all draws)" if math.isnan(m.value_accuracy) else f"{m.value_accuracy:.1%}"
                     monitor.say(f"step {c.train_steps}: test policy loss {m.policy_loss:.3f} accuracy "
                                 f"{m.policy_accuracy:.1%} | value loss {m.value_loss:.3f} accuracy {value_accuracy}")
-        except KeyboardInterrupt:
-            log.info("interrupted at step %d: writing the checkpoint", c.train_steps)
+        finally:
+            stopping.restore(previous)
         monitor.close_bar()
+        if stop.is_set():
+            monitor.say(f"stopped at step {c.train_steps} of {p.steps}")
         path = save(run, paths)
         monitor.say(f"wrote {path}: continue with self-play: {continue_command(cfg)}")
         return path
