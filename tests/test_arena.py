@@ -1,9 +1,11 @@
 """Matches: consistent counts, records that cshogi reads back, the command's JSON line, and
 external USI engines (fairy-stockfish, when installed; cshogi's match runner against ours)."""
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cshogi
@@ -337,3 +339,67 @@ def test_gumbel_options_that_no_search_could_use_are_refused_up_front(options, w
     and Gumbel's search compares at least two candidates, as self-play's settings require."""
     with pytest.raises(ValueError, match=re.escape(why)):
         make_player("gumbel:x.pt", options, rules=Rules())
+
+
+MISBEHAVING_ENGINE = """import os, sys
+mode, gos = sys.argv[1], 0
+open(sys.argv[2], "w").write(str(os.getpid()))
+for line in sys.stdin:
+    word = line.split()[:1]
+    if word == ["usi"] and mode != "silent":
+        print("id name misbehaving", flush=True)
+        print("usiok", flush=True)
+    elif word == ["isready"]:
+        print("readyok", flush=True)
+    elif word == ["go"]:
+        gos += 1
+        if mode == "exits":  # its output ends first; its input stays open a moment (the race seen)
+            sys.stdout.close()
+            os.close(1)
+            import time
+            time.sleep(2)
+            sys.exit(0)
+        move = "7g7f" if gos == 1 else "2g2f"
+        print(f"bestmove {move}", flush=True)
+        print(f"bestmove {move}", flush=True)  # twice
+    elif word == ["quit"]:
+        break
+"""
+
+
+def _misbehaving(tmp_path, mode: str):
+    from azshogi.play.usi_client import UsiClient
+
+    script, pid = tmp_path / "engine.py", tmp_path / "pid"
+    script.write_text(MISBEHAVING_ENGINE)
+    return (lambda timeout=30.0: UsiClient(f"{sys.executable} {script} {mode} {pid}", timeout=timeout)), pid
+
+
+def test_an_engine_that_exited_fails_every_later_wait_at_once(tmp_path):
+    from azshogi.play.usi_client import UsiError
+
+    start, _ = _misbehaving(tmp_path, "exits")
+    client = start()
+    for _ in range(2):  # the second go finds it gone too, rather than waiting out its timeout
+        with pytest.raises(UsiError, match="exited"):
+            client.go(None, [], "byoyomi 100", timeout=60)
+    client.close()
+
+
+def test_an_engine_that_never_says_usiok_is_not_left_running(tmp_path):
+    from azshogi.play.usi_client import UsiError
+
+    start, pid = _misbehaving(tmp_path, "silent")
+    with pytest.raises(UsiError, match="no 'usiok' within 1 s"):
+        start(timeout=1.0)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid.read_text()), 0)
+
+
+def test_a_second_bestmove_is_not_taken_for_the_next_gos_answer(tmp_path):
+    start, _ = _misbehaving(tmp_path, "twice")
+    client = start()
+    assert client.go(None, [], "byoyomi 100")[0] == "7g7f"
+    time.sleep(0.2)  # its second bestmove has arrived
+    assert client.go(None, ["7g7f", "3c3d"], "byoyomi 100")[0] == "2g2f"
+    client.close()

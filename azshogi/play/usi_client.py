@@ -32,23 +32,30 @@ class UsiClient:
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
         self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
         self.lines: queue.Queue = queue.Queue()
+        self.exited = False  # its output has ended: every later wait fails at once
         threading.Thread(target=self._read, daemon=True).start()
-        self.send("usi")
         self.options: dict[str, str] = {}  # the engine's option names, lower case -> as declared
+        try:
+            self._handshake(options or {}, timeout)
+        except UsiError:  # silent, dead or refusing: not left running
+            self.close()
+            raise
+
+    def _handshake(self, options: dict, timeout: float) -> None:
+        self.send("usi")
         for line in self._until("usiok", timeout):
             if line.startswith("id name "):
                 self.name = line[len("id name "):].strip()
             elif line.startswith("option name "):
                 declared = line[len("option name "):].split(" type ")[0].strip()
                 self.options[declared.lower()] = declared
-        for key, value in (options or {}).items():
+        for key, value in options.items():
             self.send(f"setoption name {self._option_name(key)} value {value}")
         self.send("isready")
         # An engine that names an error before readyok (azshogi's engine: a checkpoint it cannot
         # load, an option value it refused) would play on without it, or resign every move.
         errors = [line for line in self._until("readyok", timeout) if line.startswith("info string error: ")]
         if errors:
-            self.close()
             raise UsiError(f"{self.name}: {errors[0][len('info string error: '):]}")
 
     def _option_name(self, key: str) -> str:
@@ -56,7 +63,6 @@ class UsiClient:
         is an error (a typo would otherwise be silently ignored). GUIs' USI_* options pass."""
         declared = self.options.get(key.strip().lower())
         if declared is None and not key.upper().startswith("USI_"):
-            self.close()
             known = ", ".join(sorted(self.options.values())) or "none"
             raise UsiError(f"{self.name}: the engine has no option {key!r} (its options: {known})")
         return declared or key
@@ -64,9 +70,12 @@ class UsiClient:
     def _read(self) -> None:
         for line in self._stdout:
             self.lines.put(line.rstrip("\r\n"))
+        self.exited = True
         self.lines.put(None)
 
     def send(self, line: str) -> None:
+        if self.exited:
+            raise UsiError(f"{self.name}: the engine has exited (while sending {line!r})")
         try:
             self._stdin.write(line + "\n")
             self._stdin.flush()
@@ -82,6 +91,7 @@ class UsiClient:
             except queue.Empty:
                 raise UsiError(f"{self.name}: no '{prefix}' within {timeout:.0f} s") from None
             if line is None:
+                self.lines.put(None)  # the end stays: a later wait fails at once too
                 raise UsiError(f"{self.name}: the engine exited while we waited for '{prefix}'")
             yield line
             if line.split(" ", 1)[0] == prefix:
@@ -90,6 +100,7 @@ class UsiClient:
     def go(self, start_sfen: Optional[str], moves: Sequence[str], go_args: str,
            timeout: float = 600.0) -> tuple[str, Optional[str]]:
         """(bestmove, the last info line with a score) for a position."""
+        self._drop_unread()
         position = "position " + (f"sfen {start_sfen}" if start_sfen else "startpos")
         self.send(position + (" moves " + " ".join(moves) if moves else ""))
         self.send("go " + go_args)
@@ -101,6 +112,18 @@ class UsiClient:
                 parts = line.split()
                 return (parts[1] if len(parts) > 1 else "resign"), info
         raise UsiError(f"{self.name}: no bestmove")
+
+    def _drop_unread(self) -> None:
+        """Lines left from before this go (a second bestmove to the last one, late infos): never
+        taken for this go's answer. The end of the output is kept."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            if line is None:
+                self.lines.put(None)
+                return
 
     def close(self) -> None:
         if self.proc.poll() is None:
