@@ -403,3 +403,28 @@ def test_a_second_bestmove_is_not_taken_for_the_next_gos_answer(tmp_path):
     time.sleep(0.2)  # its second bestmove has arrived
     assert client.go(None, ["7g7f", "3c3d"], "byoyomi 100")[0] == "2g2f"
     client.close()
+
+
+def test_a_game_whose_start_failed_is_forgotten_by_both_players():
+    """An opponent failing as a game starts (an engine gone at usinewgame) ends the match; the
+    other player forgets that game too, so that its next match (the ladder's next rung) starts clean."""
+    class Counting(GreedyPlayer):
+        def __init__(self):
+            super().__init__(1)
+            self.open: set[int] = set()
+
+        def new_game(self, game):
+            self.open.add(game)
+
+        def end_game(self, game):
+            self.open.discard(game)
+
+    class FailsAtTheThirdGame(RandomPlayer):
+        def new_game(self, game):
+            if game == 2:
+                raise RuntimeError("the engine has exited")
+
+    counting = Counting()
+    with pytest.raises(RuntimeError, match="exited"):
+        play_match(counting, FailsAtTheThirdGame(2), 4, rules=Rules(max_plies=20), in_flight=1, progress=False)
+    assert counting.open == set()

@@ -277,12 +277,12 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
                 game = _Game(index, index % 2 == 0, start, list(opening), board,
                              (cshogi.Board(start).move_number - 1) if start else 0)
                 game.seen[board.zobrist_hash()] += 1
+                active.append(game)  # before the players hear of it: a failed start is forgotten below
                 for player in (player_a, player_b):
                     player.new_game(index)
                 if not any(True for _ in board.legal_moves):  # an opening that is already mate
+                    active.remove(game)
                     finish(game, _end(game, 1 - board.turn, Termination.CHECKMATE, "mated at the start"))
-                    continue
-                active.append(game)
             for player in (player_a, player_b):
                 mine = [g for g in active if (g.board.turn == cshogi.BLACK) == (g.a_is_black == (player is player_a))]
                 if not mine:
