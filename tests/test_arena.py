@@ -428,3 +428,11 @@ def test_a_game_whose_start_failed_is_forgotten_by_both_players():
     with pytest.raises(RuntimeError, match="exited"):
         play_match(counting, FailsAtTheThirdGame(2), 4, rules=Rules(max_plies=20), in_flight=1, progress=False)
     assert counting.open == set()
+
+
+def test_a_rung_named_twice_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        arena.main(["random", "ladder", "--rungs", "greedy,random,greedy", "--games", "2", "--quiet"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("azshogi-arena: error: --rungs names greedy more than once: each rung is one "
+                                       "match (--games sets its games)\n")

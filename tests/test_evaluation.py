@@ -122,6 +122,8 @@ def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_p
     with pytest.raises(ConfigError, match="eval.ladder"):
         check_settings(tiny_config(eval=EvalConfig(ladder=99)))
     check_settings(tiny_config(eval=EvalConfig(anchors=["greedy"], ladder=1)))
+    with pytest.raises(ConfigError, match="eval.anchors=.*greedy named more than once"):
+        check_settings(tiny_config(eval=EvalConfig(anchors=["greedy", "random", "greedy"])))
     with pytest.raises(ConfigError, match="eval.usi_engine=.*no program '/nonexistent/engine'"):
         check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine="/nonexistent/engine --flag")))
     check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine=f"{sys.executable} -m azshogi.commands.usi")))

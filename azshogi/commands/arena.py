@@ -120,6 +120,10 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     player = None
     try:
         rungs = [rung(n.strip()) for n in args.rungs.split(",") if n.strip()] if args.rungs else list(RUNGS)
+        twice = sorted({r.name for r in rungs if rungs.count(r) > 1})
+        if twice:  # a rung's match is kept by its name: a second one would replace the first
+            fail(PROGRAM, f"--rungs names {', '.join(twice)} more than once: each rung is one match "
+                          f"(--games sets its games)")
         print(ladder_plan(rungs, args.games), flush=True)
         player = make_player(args.player_a, a_options, rules=rules, max_games=args.in_flight, seed=args.seed * 2,
                              device=args.device, dtype=args.dtype)

@@ -91,6 +91,10 @@ def check_settings(cfg: Config) -> None:
         if anchor not in names:
             raise ConfigError(f"eval.anchors={list(cfg.eval.anchors)!r}: {anchor!r} is no rung of the ladder; "
                               f"allowed: {', '.join(names)}")
+    twice = sorted({a for a in cfg.eval.anchors if list(cfg.eval.anchors).count(a) > 1})
+    if twice:
+        raise ConfigError(f"eval.anchors={list(cfg.eval.anchors)!r}: {', '.join(twice)} named more than once "
+                          f"(each anchor is one match of eval.games)")
     if cfg.eval.ladder > len(names):
         raise ConfigError(f"eval.ladder={cfg.eval.ladder}: the ladder has {len(names)} rungs")
     command = cfg.eval.usi_engine
