@@ -104,6 +104,9 @@ def test_engine_search_player_with_a_node_budget(checkpoint):
     check_consistent(result, 2)
     with pytest.raises(ValueError, match="unknown option depth"):
         make_player(f"search:{checkpoint}", {"depth": "3"}, rules=rules, dtype="fp32")
+    for impasse in (24, 27):  # the match's impasse rule, not the one the checkpoint's run trained under
+        engine = make_player(f"search:{checkpoint}", {"nodes": "8"}, rules=Rules(impasse_rule=impasse), dtype="fp32")
+        assert engine.search.rules.impasse_rule == impasse and engine.rules.impasse_rule == impasse
 
 
 def test_the_search_players_policy_temperature_is_auto_unless_set_and_the_match_says_which(checkpoint, capsys,

@@ -82,6 +82,7 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     elif kind == "search":
         settings = engine_settings(spec, options, rules)
         evaluator, cfg = _checkpoint(spec, arg, max_games * settings.max_batch, device, dtype)
+        cfg = replace(cfg, rules=replace(cfg.rules, impasse_rule=rules.impasse_rule))  # the match's, not the run's
         return Engine(evaluator, cfg, settings, max_games, name or f"search:{Path(arg).stem}", seed)
     elif kind == "gumbel":
         simulations = _number(spec, options, "simulations", None, low=1)
