@@ -439,3 +439,11 @@ def test_a_rung_named_twice_is_refused(capsys):
     assert exit_.value.code == 2
     assert capsys.readouterr().err == ("azshogi-arena: error: --rungs names greedy more than once: each rung is one "
                                        "match (--games sets its games)\n")
+
+
+def test_an_engine_counts_as_hung_a_minute_past_its_clock():
+    from azshogi.play.players import go_timeout
+
+    assert go_timeout("byoyomi 1000") == 61.0
+    assert go_timeout("btime 60000 wtime 60000 byoyomi 100") == pytest.approx(180.1)  # at most both sides' time
+    assert go_timeout("movetime abc") == go_timeout("nodes 1000") == 600.0  # no clock: the old limit

@@ -199,6 +199,21 @@ class GumbelPlayer(Player):
         return Choice(cshogi.move_to_usi(move), 1.0) if move else None
 
 
+def go_timeout(go: str, grace: float = 60.0, unbounded: float = 600.0) -> float:
+    """How long a `go` may take before the engine counts as hung: its clock (byoyomi, movetime,
+    the remaining times and increments, in ms) plus `grace`; `unbounded` for a go with none
+    (nodes, depth)."""
+    words = go.split()
+    clock = 0.0
+    for key in ("btime", "wtime", "byoyomi", "binc", "winc", "movetime"):
+        if key in words[:-1]:
+            try:
+                clock += max(0.0, float(words[words.index(key) + 1])) / 1000.0
+            except ValueError:
+                pass
+    return clock + grace if clock else unbounded
+
+
 class UsiPlayer(Player):
     """An external USI engine; the turns of several games are asked one after another."""
 
@@ -206,6 +221,7 @@ class UsiPlayer(Player):
                  name: Optional[str] = None):
         self.client = UsiClient(command, options)
         self.go_args = go
+        self.timeout = go_timeout(go)
         self.name = name or self.client.name
 
     def new_game(self, game: int) -> None:
@@ -214,7 +230,7 @@ class UsiPlayer(Player):
     def choose(self, turns):
         out = []
         for turn in turns:
-            move, info = self.client.go(turn.start_sfen, turn.moves, self.go_args)
+            move, info = self.client.go(turn.start_sfen, turn.moves, self.go_args, self.timeout)
             out.append(Choice(move, win_rate_of_info(info)))
         return out
 
