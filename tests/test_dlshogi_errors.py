@@ -209,6 +209,9 @@ def test_hcpe3_to_csa_neither_mixes_with_nor_replaces_records_already_there(tmp_
     out = tmp_path / "csa"
     first = hcpe3_to_csa(hcpe3_file, out)
     before = {p: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(DataFormatError, match="positions.hcpe: not an .hcpe3 file"):
+        hcpe3_to_csa(tmp_path / "positions.hcpe", tmp_path / "from-hcpe")
+    assert not (tmp_path / "from-hcpe").exists()
     with pytest.raises(DataFormatError, match=rf"{first[0]}: already there \({len(first)} of the {len(first)} files"):
         hcpe3_to_csa(hcpe3_file, out)
     assert {p: p.read_bytes() for p in out.iterdir()} == before

@@ -442,6 +442,8 @@ def hcpe3_to_csa(hcpe3: Path, out_dir: Path) -> list[Path]:
     """One CSA file per game, OUTDIR/<stem>-<game index>.csa. The whole input is read and
     checked before anything is written."""
     hcpe3, out_dir = Path(hcpe3), Path(out_dir)
+    if hcpe3.suffix.lower() != ".hcpe3":  # an .hcpe file holds positions, not games
+        raise DataFormatError(f"{hcpe3}: not an .hcpe3 file (hcpe3-to-csa reads dlshogi's game records, .hcpe3)")
     games = read_hcpe3(hcpe3)
     paths = [out_dir / f"{hcpe3.stem}-{i:06d}.csa" for i in range(len(games))]
     there = [p for p in paths if p.exists()]
