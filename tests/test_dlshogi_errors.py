@@ -244,3 +244,18 @@ def test_a_game_won_by_the_side_to_move_was_adjudicated_not_resigned():
     board.push_usi("2a1a")  # black to move, and G*1b mates
     assert termination_of(BLACK_WIN, board) == Termination.MATE_ADJUDICATION
     assert termination_of(WHITE_WIN, board) == Termination.RESIGN
+
+
+def test_a_zero_filled_record_is_no_position(tmp_path, hcpe3_file):
+    """Zeros decode as a board with one white king and 22 pawns in hand: a disk's damage, named."""
+    from azshogi.formats.dlshogi import read_hcpe3
+
+    games = len(read_hcpe3(hcpe3_file))
+    hcpe3_file.write_bytes(hcpe3_file.read_bytes() + bytes(36))  # one more game header, all zeros
+    with pytest.raises(DataFormatError, match=rf"record {games} \(byte \d+\), start position: not a valid position "
+                                              r"\(0 black and 1 white kings\)"):
+        read_hcpe3(hcpe3_file)
+    hcpe = tmp_path / "zeros.hcpe"
+    hcpe.write_bytes(bytes(38))
+    with pytest.raises(DataFormatError, match="zeros.hcpe: record 0: not a valid position"):
+        load_buffer([hcpe])

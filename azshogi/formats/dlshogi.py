@@ -234,6 +234,10 @@ def _set_position(board: cshogi.Board, hcp: np.ndarray, where: str) -> None:
         board.set_hcp(np.ascontiguousarray(hcp))
     except RuntimeError:
         raise DataFormatError(f"{where}: not a valid position (incorrect Huffman code)") from None
+    pieces = board.pieces  # a zero-filled record decodes: one white king and 22 pawns in hand
+    kings = pieces.count(cshogi.BKING), pieces.count(cshogi.WKING)
+    if kings != (1, 1):
+        raise DataFormatError(f"{where}: not a valid position ({kings[0]} black and {kings[1]} white kings)")
 
 
 def _check_result(result: int, where: str) -> None:
