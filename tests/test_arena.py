@@ -356,7 +356,8 @@ for line in sys.stdin:
         print("readyok", flush=True)
     elif word == ["go"]:
         gos += 1
-        if mode == "exits":  # its output ends first; its input stays open a moment (the race seen)
+        if mode == "exits" or (mode == "exits-later" and gos == 2):  # its output ends first; its input
+            # stays open a moment (the race seen)
             sys.stdout.close()
             os.close(1)
             import time
@@ -447,3 +448,15 @@ def test_an_engine_counts_as_hung_a_minute_past_its_clock():
     assert go_timeout("byoyomi 1000") == 61.0
     assert go_timeout("btime 60000 wtime 60000 byoyomi 100") == pytest.approx(180.1)  # at most both sides' time
     assert go_timeout("movetime abc") == go_timeout("nodes 1000") == 600.0  # no clock: the old limit
+
+
+def test_a_match_that_fails_says_the_score_of_the_games_it_finished(tmp_path, capsys):
+    script = tmp_path / "engine.py"
+    script.write_text(MISBEHAVING_ENGINE)
+    # one game's worth of answers (its move, illegal for white, loses it), then gone
+    engine = f"usi:{sys.executable} {script} exits-later {tmp_path / 'pid'}"
+    with pytest.raises(SystemExit) as exit_:
+        arena.main(["greedy", engine, "--games", "4", "--in-flight", "1", "--max-plies", "2", "--quiet"])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert "games finished before the failure: W-L-D" in out and err.startswith("azshogi-arena: error: "), (out, err)

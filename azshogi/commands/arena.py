@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     if args.player_b == "ladder":
         return _ladder(args, a_options, b_options, rules)
     players: list[Player] = []
+    done: list = []  # the games finished, said if the match fails before its end
     try:
         for spec, opts, offset in ((args.player_a, a_options, 0), (args.player_b, b_options, 1)):
             players.append(make_player(spec, opts, rules=rules, max_games=args.in_flight,
@@ -80,8 +81,13 @@ def main(argv=None) -> None:
         openings = Openings(args.openings, args.seed)
         result = play_match(players[0], players[1], args.games, openings=openings, rules=rules,
                             in_flight=args.in_flight, records_dir=Path(args.records) if args.records else None,
-                            record_format=args.format, progress=not args.quiet)
+                            record_format=args.format, progress=not args.quiet, on_game=done.append)
     except (ValueError, PositionError, UsiError) as e:
+        if done:  # what was played is not lost: its score, and its records where kept
+            w, d = sum(g.a_score == 1.0 for g in done), sum(g.a_score == 0.5 for g in done)
+            kept = f" (records: {args.records})" if args.records else ""
+            print(f"{players[0].name} vs {players[1].name}: {len(done)} of {args.games} games finished before the "
+                  f"failure: W-L-D {w}-{len(done) - w - d}-{d}{kept}")
         fail(PROGRAM, str(e))
     except OSError as e:
         fail(PROGRAM, f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
