@@ -158,7 +158,8 @@ def test_the_loop_evaluates_every_n_checkpoints(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "logs" / "evaluated" / "eval" / "ratings.json").read_text()) == history
 
 
-def test_a_damaged_previous_network_is_left_out_once_and_written_anew(tmp_path):
+@pytest.mark.parametrize("damaged", [b"cut short", "keys"])
+def test_a_damaged_previous_network_is_left_out_once_and_written_anew(tmp_path, damaged):
     cfg = to_config(tiny_config(
         run="evaluated", checkpoint_root=str(tmp_path / "checkpoints"), log_root=str(tmp_path / "logs"),
         selfplay=SelfPlayConfig(num_actors=2, write_hcpe3=False), rules=RulesConfig(max_plies=6),
@@ -167,7 +168,10 @@ def test_a_damaged_previous_network_is_left_out_once_and_written_anew(tmp_path):
         eval=EvalConfig(every=1, games=2, num_simulations=2, anchors=["greedy"], previous=True)))
     loop = Loop(cfg, show_progress=False)
     loop.paths.eval_previous.parent.mkdir(parents=True, exist_ok=True)
-    loop.paths.eval_previous.write_bytes(b"cut short")
+    if damaged == "keys":  # readable, but not what the evaluation wrote
+        torch.save({"model": {}}, loop.paths.eval_previous)
+    else:
+        loop.paths.eval_previous.write_bytes(damaged)
     loop.run()
     log = (tmp_path / "logs" / "evaluated" / "azshogi.log").read_text()
     assert f"{loop.paths.eval_previous}" in log and "the match against the previous network is left out" in log

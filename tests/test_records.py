@@ -81,12 +81,12 @@ def test_mate_adjudication_has_a_result_line_and_says_it_was_adjudicated():
     moves = ["7g7f", "3c3d", "8h2b+"]  # white to move (it is not mate: the adjudication's words only)
     text = kif_text(moves, Termination.MATE_ADJUDICATION)
     assert text.splitlines()[-2:] == [
-        "*azshogi self-play: adjudicated: white, to move, has a forced mate (rules.mate_adjudication_plies) "
-        "and is scored the winner",
+        "*adjudicated: white, to move, has a forced mate and is scored the winner (azshogi's "
+        "rules.mate_adjudication_plies, or dlshogi's root mate search)",
         "まで3手で後手の勝ち"]
     assert KIF.Parser.parse_str(text).win == 2
     csa = csa_text(moves, Termination.MATE_ADJUDICATION)
-    assert csa.splitlines()[-2].startswith("'azshogi self-play: adjudicated") and csa.endswith("%CHUDAN\n")
+    assert csa.splitlines()[-2].startswith("'adjudicated: white") and csa.endswith("%CHUDAN\n")
 
 
 def test_the_ply_limit_counts_the_moves_played():

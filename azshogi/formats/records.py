@@ -78,8 +78,9 @@ def _ending(termination: Termination, board: cshogi.Board, occurrences: int) -> 
         return _Ending(None, f"azshogi self-play: {what} (dlshogi's rule), not at the fourth occurrence "
                              f"(sennichite) that the rules need", None if checker is None else 1 - checker)
     if termination == Termination.MATE_ADJUDICATION:
-        return _Ending(None, f"azshogi self-play: adjudicated: {_SIDE[to_move][1]}, to move, has a forced mate "
-                             f"(rules.mate_adjudication_plies) and is scored the winner", to_move)
+        why = (f"adjudicated: {_SIDE[to_move][1]}, to move, has a forced mate and is scored the winner "
+               f"(azshogi's rules.mate_adjudication_plies, or dlshogi's root mate search)")
+        return _Ending(None, why, to_move)
     if termination == Termination.MAX_PLIES:
         return _Ending("draw", "the ply limit: a draw", None)
     # mated or resigned: the side to move lost; an impasse declared: the side to move won

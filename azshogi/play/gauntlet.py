@@ -158,7 +158,11 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     if ec.previous and paths.eval_previous.exists():
         try:
             previous_state = ckpt.load(paths.eval_previous)
+            missing = [k for k in ("model", "config", "checkpoint") if k not in previous_state]
+            if missing:
+                raise ckpt.CheckpointError(f"{paths.eval_previous}: not the previous network (no {', '.join(missing)})")
         except ckpt.CheckpointError as e:  # damaged: this evaluation plays without it, and writes it anew
+            previous_state = None
             say(f"{e}: the match against the previous network is left out this time")
     if previous_state is not None:
         state = previous_state

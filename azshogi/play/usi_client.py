@@ -114,8 +114,9 @@ class UsiClient:
         raise UsiError(f"{self.name}: no bestmove")
 
     def _drop_unread(self) -> None:
-        """Lines left from before this go (a second bestmove to the last one, late infos): never
-        taken for this go's answer. The end of the output is kept."""
+        """Lines that arrived before this go (a second bestmove to the last one, late infos) are
+        not taken for its answer (one that arrives later still may be: a sync by isready would
+        cost azshogi's own engine a reload each move). The end of the output is kept."""
         while True:
             try:
                 line = self.lines.get_nowait()
