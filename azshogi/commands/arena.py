@@ -55,7 +55,7 @@ def main(argv=None) -> None:
 
     from pathlib import Path
 
-    from azshogi.play.arena import Openings, play_match
+    from azshogi.play.arena import MatchResult, Openings, play_match
     from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
@@ -84,10 +84,11 @@ def main(argv=None) -> None:
                             record_format=args.format, progress=not args.quiet, on_game=done.append)
     except (ValueError, PositionError, UsiError) as e:
         if done:  # what was played is not lost: its score, and its records where kept
-            w, d = sum(g.a_score == 1.0 for g in done), sum(g.a_score == 0.5 for g in done)
+            partial = MatchResult(players[0].name, players[1].name)
+            partial.games = done
             kept = f" (records: {args.records})" if args.records else ""
-            print(f"{players[0].name} vs {players[1].name}: {len(done)} of {args.games} games finished before the "
-                  f"failure: W-L-D {w}-{len(done) - w - d}-{d}{kept}")
+            print(f"{partial.name_a} vs {partial.name_b}: {len(done)} of {args.games} games finished before the "
+                  f"failure: W-L-D {partial.wins}-{partial.losses}-{partial.draws}{kept}")
         fail(PROGRAM, str(e))
     except OSError as e:
         fail(PROGRAM, f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
@@ -116,7 +117,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     from pathlib import Path
 
     from azshogi.play.arena import write_game
-    from azshogi.play.ladder import RUNGS, play_ladder, rung
+    from azshogi.play.ladder import RUNGS, named_twice, play_ladder, rung
     from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
@@ -126,7 +127,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     player = None
     try:
         rungs = [rung(n.strip()) for n in args.rungs.split(",") if n.strip()] if args.rungs else list(RUNGS)
-        twice = sorted({r.name for r in rungs if rungs.count(r) > 1})
+        twice = named_twice(r.name for r in rungs)
         if twice:  # a rung's match is kept by its name: a second one would replace the first
             fail(PROGRAM, f"--rungs names {', '.join(twice)} more than once: each rung is one match "
                           f"(--games sets its games)")

@@ -116,10 +116,10 @@ def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
                   f"まで{len(moves)}手で持将棋\n")
     elif end.kif_word is not None:
         exporter.end(end.kif_word)
-        if end.winner is not None:
+        if end.winner is not None:  # its result line, written anew
             text = out.getvalue()
-            out = io.StringIO(text[:text.rstrip("\n").rfind("\n") + 1])  # its result line, written anew
-            out.seek(0, io.SEEK_END)
+            out.seek(text.rstrip("\n").rfind("\n") + 1)
+            out.truncate()
             out.write(_kif_result(end.kif_word, end.winner, len(moves)) + "\n")
     elif end.comment is not None:
         result = "中断" if end.winner is None else f"{_SIDE[end.winner][0]}の勝ち"

@@ -48,7 +48,7 @@ from azshogi.nn.evaluator import make_evaluator
 from azshogi.nn.network import from_config
 from azshogi.play.arena import MatchGame, MatchResult, Openings, play_match, write_game
 from azshogi.play.engine import Engine
-from azshogi.play.ladder import RUNGS, Rating, nearest_rungs, play_ladder, rung
+from azshogi.play.ladder import RUNGS, Rating, named_twice, nearest_rungs, play_ladder, rung
 from azshogi.play.players import Player, UsiPlayer
 from azshogi.play.settings import EngineSettings, from_eval
 from azshogi.play.usi_client import UsiError
@@ -91,7 +91,7 @@ def check_settings(cfg: Config) -> None:
         if anchor not in names:
             raise ConfigError(f"eval.anchors={list(cfg.eval.anchors)!r}: {anchor!r} is no rung of the ladder; "
                               f"allowed: {', '.join(names)}")
-    twice = sorted({a for a in cfg.eval.anchors if list(cfg.eval.anchors).count(a) > 1})
+    twice = named_twice(cfg.eval.anchors)
     if twice:
         raise ConfigError(f"eval.anchors={list(cfg.eval.anchors)!r}: {', '.join(twice)} named more than once "
                           f"(each anchor is one match of eval.games)")
@@ -154,18 +154,8 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
     others: list[tuple[str, Callable[[], Player]]] = []
     if ec.usi_engine:
         others.append(("usi", functools.partial(UsiPlayer, ec.usi_engine, dict(ec.usi_options), ec.usi_go)))
-    previous_state = None
-    if ec.previous and paths.eval_previous.exists():
-        try:
-            previous_state = ckpt.load(paths.eval_previous)
-            missing = [k for k in ("model", "config", "checkpoint") if k not in previous_state]
-            if missing:
-                raise ckpt.CheckpointError(f"{paths.eval_previous}: not the previous network (no {', '.join(missing)})")
-        except ckpt.CheckpointError as e:  # damaged: this evaluation plays without it, and writes it anew
-            previous_state = None
-            say(f"{e}: the match against the previous network is left out this time")
-    if previous_state is not None:
-        state = previous_state
+    state = _previous_network(paths, say) if ec.previous else None
+    if state is not None:
 
         def previous_player() -> Player:
             net = from_config(from_plain(state["config"]).model)  # a smaller one before a stage grew it
@@ -202,6 +192,22 @@ def rate_checkpoint(model: torch.nn.Module, cfg: Config, device: torch.device, p
         _write_scalars(writer, result, when)
     say(result.summary())
     return result
+
+
+def _previous_network(paths: RunPaths, say: Callable[[str], None]) -> Optional[dict]:
+    """The network the previous evaluation rated (_save_previous), or None: none yet, or a
+    damaged file, named (this evaluation plays without it, and writes it anew)."""
+    if not paths.eval_previous.exists():
+        return None
+    try:
+        state = ckpt.load(paths.eval_previous)
+        missing = [k for k in ("model", "config", "checkpoint") if k not in state]
+        if missing:
+            raise ckpt.CheckpointError(f"{paths.eval_previous}: not the previous network (no {', '.join(missing)})")
+        return state
+    except ckpt.CheckpointError as e:
+        say(f"{e}: the match against the previous network is left out this time")
+        return None
 
 
 def rating_history(paths: RunPaths) -> list:

@@ -94,6 +94,12 @@ def rung(name: str) -> Rung:
         raise ValueError(f"unknown ladder rung {name!r}; the rungs: {', '.join(r.name for r in RUNGS)}") from None
 
 
+def named_twice(names) -> list[str]:
+    """The rung names given more than once (a rung is one match, kept by its name), sorted."""
+    names = list(names)
+    return sorted({n for n in names if names.count(n) > 1})
+
+
 def find_engine(command: str = FAIRY_STOCKFISH) -> Optional[str]:
     """The path of the Fairy-Stockfish binary: `command` on PATH, or in Debian's /usr/games."""
     found = shutil.which(command)
