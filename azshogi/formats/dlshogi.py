@@ -234,7 +234,12 @@ def _set_position(board: cshogi.Board, hcp: np.ndarray, where: str) -> None:
         board.set_hcp(np.ascontiguousarray(hcp))
     except RuntimeError:
         raise DataFormatError(f"{where}: not a valid position (incorrect Huffman code)") from None
-    pieces = board.pieces  # a zero-filled record decodes: one white king and 22 pawns in hand
+
+
+def _check_kings(board: cshogi.Board, where: str) -> None:
+    """One king a side: a zero-filled record decodes as one white king and 22 pawns in hand. A
+    game's start only (2 us; an hcpe file's positions are checked for zeros all at once)."""
+    pieces = board.pieces
     kings = pieces.count(cshogi.BKING), pieces.count(cshogi.WKING)
     if kings != (1, 1):
         raise DataFormatError(f"{where}: not a valid position ({kings[0]} black and {kings[1]} white kings)")
@@ -292,6 +297,7 @@ def _parse_game(data: bytes, offset: int, index: int, path: Path, board: cshogi.
     pos = offset + HCPE3_HEADER_DTYPE.itemsize
     where = f"{_where(path, index)} (byte {offset})"
     _set_position(board, header["hcp"], where + ", start position")
+    _check_kings(board, where + ", start position")
     result = int(header["result"])
     _check_result(result, where)
     num_moves = int(header["moveNum"])
@@ -367,6 +373,9 @@ def read_hcpe(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataFormatError(f"{path}: {len(data)} bytes is not a whole number of {size}-byte hcpe records "
                               f"(record {len(data) // size} is truncated, or this is not an hcpe file)")
     records = np.frombuffer(data, HCPE_DTYPE)
+    zeros = np.flatnonzero(~records["hcp"].any(axis=1))  # a disk's damage (zeros decode as a board)
+    if len(zeros):
+        raise DataFormatError(f"{_where(path, int(zeros[0]))}: not a valid position (all zeros)")
     labels = np.empty(len(records), np.int16)
     board = cshogi.Board()
     for i in range(len(records)):
