@@ -346,7 +346,8 @@ def test_gumbel_options_that_no_search_could_use_are_refused_up_front(options, w
 
 MISBEHAVING_ENGINE = """import os, sys
 mode, gos = sys.argv[1], 0
-open(sys.argv[2], "w").write(str(os.getpid()))
+with open(sys.argv[2], "a") as f:  # the pids of every start, one a line
+    f.write(f"{os.getpid()}\\n")
 for line in sys.stdin:
     word = line.split()[:1]
     if word == ["usi"] and mode != "silent":
@@ -356,6 +357,10 @@ for line in sys.stdin:
         print("readyok", flush=True)
     elif word == ["go"]:
         gos += 1
+        if mode == "exits-at-once":
+            sys.exit(0)
+        if mode == "hangs-later" and gos == 2:  # no answer, and still reading
+            continue
         if mode == "exits" or (mode == "exits-later" and gos == 2):  # its output ends first; its input
             # stays open a moment (the race seen)
             sys.stdout.close()
@@ -365,7 +370,8 @@ for line in sys.stdin:
             sys.exit(0)
         move = "7g7f" if gos == 1 else "2g2f"
         print(f"bestmove {move}", flush=True)
-        print(f"bestmove {move}", flush=True)  # twice
+        if mode == "twice":
+            print(f"bestmove {move}", flush=True)
     elif word == ["quit"]:
         break
 """
@@ -450,13 +456,45 @@ def test_an_engine_counts_as_hung_a_minute_past_its_clock():
     assert go_timeout("movetime abc") == go_timeout("nodes 1000") == 600.0  # no clock: the old limit
 
 
-def test_a_match_that_fails_says_the_score_of_the_games_it_finished(tmp_path, capsys):
+def test_an_engine_that_exits_or_hangs_loses_that_game_on_time_and_is_started_again(tmp_path, capsys):
+    """Each engine start answers its first go and fails at its second (its output ends, or it
+    hangs): the game of the failed go is lost on time (CSA %TIME_UP, the winner read back by
+    cshogi's parser) and the match plays on with a new engine."""
+    from azshogi.play.players import UsiPlayer
+
     script = tmp_path / "engine.py"
     script.write_text(MISBEHAVING_ENGINE)
-    # one game's worth of answers (its move, illegal for white, loses it), then gone
-    engine = f"usi:{sys.executable} {script} exits-later {tmp_path / 'pid'}"
+    engine = f"usi:{sys.executable} {script} exits-later {tmp_path / 'pids'}"
+    arena.main(["greedy", engine, "--games", "4", "--in-flight", "1", "--max-plies", "3", "--quiet",
+                "--records", str(tmp_path / "games")])
+    out = capsys.readouterr().out
+    # games 0 and 2: its first go's 7g7f, illegal for white; games 1 and 3: its second go fails
+    assert json.loads(out.splitlines()[-1])["wins"] == 4, out
+    assert "black lost on time: misbehaving: the engine exited while we waited for 'bestmove'" in out
+    for index in (1, 3):
+        record = CSA.Parser.parse_file(str(tmp_path / "games" / f"game-{index:04d}.csa"))[0]
+        assert record.endgame == "%TIME_UP" and record.win == 2  # black (the engine) lost: white won
+    assert len((tmp_path / "pids").read_text().split()) == 3  # started again after each failure
+
+    (tmp_path / "pids").unlink()
+    hangs = UsiPlayer(f"{sys.executable} {script} hangs-later {tmp_path / 'pids'}", go="byoyomi 100")
+    hangs.timeout = 1.0  # a minute past its clock in a real match
+    result = play_match(GreedyPlayer(1), hangs, 2, rules=Rules(max_plies=3), in_flight=1, progress=False)
+    hangs.close()
+    assert [g.record.termination for g in result.games] == [Termination.RESIGN, Termination.TIME_UP]
+    first, second = map(int, (tmp_path / "pids").read_text().split())
+    with pytest.raises(ProcessLookupError):  # the hung engine was stopped, not left running
+        os.kill(first, 0)
+
+
+def test_an_engine_that_keeps_failing_ends_the_match_and_says_the_score_of_the_games_it_finished(tmp_path, capsys):
+    script = tmp_path / "engine.py"
+    script.write_text(MISBEHAVING_ENGINE)
+    engine = f"usi:{sys.executable} {script} exits-at-once {tmp_path / 'pids'}"
     with pytest.raises(SystemExit) as exit_:
-        arena.main(["greedy", engine, "--games", "4", "--in-flight", "1", "--max-plies", "2", "--quiet"])
+        arena.main(["greedy", engine, "--games", "6", "--in-flight", "1", "--quiet"])
     assert exit_.value.code == 2
     out, err = capsys.readouterr()
-    assert "games finished before the failure: W-L-D" in out and err.startswith("azshogi-arena: error: "), (out, err)
+    # three failures each lose a game and restart it; the fourth ends the match
+    assert "3 of 6 games finished before the failure: W-L-D 3-0-0" in out, out
+    assert err.startswith("azshogi-arena: error: ") and "the match ends" in err, err

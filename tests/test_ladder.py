@@ -130,15 +130,17 @@ def test_a_missing_or_crashing_rung_is_left_out_with_a_note_and_the_others_are_p
     assert len(notes) == 1 and "missing" in notes[0] and "apt-get install fairy-stockfish" in notes[0]
     assert result.rating is not None
 
-    # An engine that starts, then dies at its first `go`: its match is left out, the ladder goes on.
+    # An engine that starts, then dies at every `go`: each such game is lost on time and the engine
+    # started again, until its fourth failure leaves the match out; the ladder goes on.
     fake = tmp_path / "fake-engine"
     fake.write_text(FAKE_ENGINE)
     fake.chmod(0o755)
     monkeypatch.setattr(ladder, "find_engine", lambda command=ladder.FAIRY_STOCKFISH: str(fake))
     notes.clear()
-    result = play_ladder(RandomPlayer(1, "me"), [crashing, ladder.rung("random")], 2, rules=Rules(max_plies=8),
+    result = play_ladder(RandomPlayer(1, "me"), [crashing, ladder.rung("random")], 4, rules=Rules(max_plies=8),
                          say=notes.append)
     assert set(result.matches) == {"random"} and "failed" in result.skipped["crashing"]
+    assert "the match ends" in result.skipped["crashing"]
     assert len(notes) == 1 and "crashing" in notes[0] and "during its match" in notes[0]
 
 

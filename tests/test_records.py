@@ -63,10 +63,16 @@ def test_the_winner_is_named_whoever_moved_first():
     """A game from a position with white to move: the result line names the winner from the
     board, not from the move count's parity (cshogi's exporter's way)."""
     for moves, winner in ((["3c3d"], 2), (["3c3d", "2g2f"], 1)):  # the side to move at the end resigns
-        for ending in (Termination.RESIGN, Termination.CHECKMATE):
+        for ending in (Termination.RESIGN, Termination.CHECKMATE, Termination.TIME_UP):
             kif = KIF.Parser.parse_str(kif_text(moves, ending, start_sfen=WHITE_FIRST))
             csa = CSA.Parser.parse_str(csa_text(moves, ending, start_sfen=WHITE_FIRST))[0]
             assert (kif.win, csa.win) == (winner, winner), (moves, ending)
+
+
+def test_an_engine_that_gave_no_move_lost_on_time():
+    text = kif_text(["7g7f"], Termination.TIME_UP)  # white, to move, gave none
+    assert text.splitlines()[-2:] == ["   2 切れ負け          ( 0:00/00:00:00)", "まで1手で先手の勝ち"]
+    assert csa_text(["7g7f"], Termination.TIME_UP).splitlines()[-1] == "%TIME_UP"
 
 
 def test_an_impasse_declaration_is_read_back_as_the_declaring_sides_win():

@@ -17,12 +17,15 @@ from azshogi.shogi.rules import FOURFOLD, Termination
 
 # How each ending is written. KIF's words are from the view of cshogi's exporter: 'resign' =
 # the side to move resigned, 'illegal_lose' / 'illegal_win' = the last mover lost / won by an
-# illegal action (perpetual check). The endings that are not the rules' own are written below.
+# illegal action (perpetual check); 'time_up' (切れ負け: the side to move lost on time) is
+# written here, cshogi's exporter lacking it. The endings that are not the rules' own are written
+# below.
 _KIF_END = {
     Termination.CHECKMATE: "resign",
     Termination.RESIGN: "resign",
     Termination.REPETITION: "sennichite",
     Termination.IMPASSE: "win",
+    Termination.TIME_UP: "time_up",
 }
 _CSA_END = {
     Termination.CHECKMATE: "%TORYO",
@@ -32,6 +35,7 @@ _CSA_END = {
     Termination.IMPASSE: "%KACHI",
     Termination.MAX_PLIES: "%JISHOGI",
     Termination.MATE_ADJUDICATION: "%CHUDAN",
+    Termination.TIME_UP: "%TIME_UP",
 }
 _SIDE = {cshogi.BLACK: ("先手", "black"), cshogi.WHITE: ("後手", "white")}
 
@@ -83,8 +87,9 @@ def _ending(termination: Termination, board: cshogi.Board, occurrences: int) -> 
         return _Ending(None, why, to_move)
     if termination == Termination.MAX_PLIES:
         return _Ending("draw", "the ply limit: a draw", None)
-    # mated or resigned: the side to move lost; an impasse declared: the side to move won
-    winner = {Termination.CHECKMATE: mover, Termination.RESIGN: mover, Termination.IMPASSE: to_move}.get(termination)
+    # mated, resigned or out of time: the side to move lost; an impasse declared: the side to move won
+    winner = {Termination.CHECKMATE: mover, Termination.RESIGN: mover, Termination.TIME_UP: mover,
+              Termination.IMPASSE: to_move}.get(termination)
     return _Ending(_KIF_END.get(termination), None, winner)
 
 
@@ -114,6 +119,9 @@ def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
     if end.kif_word == "draw":  # cshogi writes the result line of 持将棋 with the wrong move count
         out.write(f"{exporter.move_number:>4} 持将棋            ( 0:00/00:00:00)\n*{end.comment}\n"
                   f"まで{len(moves)}手で持将棋\n")
+    elif end.kif_word == "time_up" and end.winner is not None:  # cshogi's parser reads the winner here
+        out.write(f"{exporter.move_number:>4} 切れ負け          ( 0:00/00:00:00)\n"
+                  f"{_kif_result(end.kif_word, end.winner, len(moves))}\n")
     elif end.kif_word is not None:
         exporter.end(end.kif_word)
         if end.winner is not None:  # its result line, written anew

@@ -5,7 +5,8 @@ Each round, every game in flight where player A is to move goes to A in one `cho
 batched search for a network player), then the same for B. The rules are those of a real match:
 fourfold repetition is a draw (perpetual check loses), the side without a legal move loses, an
 impasse is won by declaring it (`win`) when the 27-point rule (or 24) allows, a false
-declaration or an illegal move loses, and `max_plies` plies make a draw.
+declaration or an illegal move loses, a player that gives no move (an engine that hung or
+exited) loses on time, and `max_plies` plies make a draw.
 """
 from __future__ import annotations
 
@@ -211,6 +212,8 @@ def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[MatchGame]:
     mover = board.turn
     other = 1 - mover
     colour = "black" if mover == cshogi.BLACK else "white"
+    if choice.failed is not None:
+        return _end(game, other, Termination.TIME_UP, f"{colour} lost on time: {choice.failed}")
     if choice.move == "resign":
         return _end(game, other, Termination.RESIGN, f"{colour} resigned")
     if choice.move == "win":

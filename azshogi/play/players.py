@@ -16,7 +16,7 @@ import cshogi
 import numpy as np
 
 from azshogi.config import SearchKind
-from azshogi.play.usi_client import UsiClient, win_rate_of_info
+from azshogi.play.usi_client import UsiClient, UsiError, win_rate_of_info
 from azshogi.search import make_search
 from azshogi.shogi.rules import Rules, declaration_wins, mate_move
 
@@ -35,8 +35,9 @@ class Turn:
 
 @dataclass
 class Choice:
-    move: str  # a USI move, "resign" or "win" (an impasse declaration)
+    move: str  # a USI move, "resign" or "win" (an impasse declaration); "" when `failed`
     win_rate: Optional[float] = None  # the player's estimate for itself, if it has one
+    failed: Optional[str] = None  # no move came (an engine that hung or exited): why; the game is lost on time
 
 
 class Player:
@@ -215,24 +216,52 @@ def go_timeout(go: str, grace: float = 60.0, unbounded: float = 600.0) -> float:
 
 
 class UsiPlayer(Player):
-    """An external USI engine; the turns of several games are asked one after another."""
+    """An external USI engine; the turns of several games are asked one after another.
+
+    An engine that exits or hangs (no `bestmove` within `go_timeout`) loses the game it was
+    asked about on time, as a tournament would score it, and is started again for the games
+    after it (the other games in flight go on: each `go` sends the whole position). Its
+    `restarts`-th + 1 failure in one match raises UsiError: an engine that keeps failing ends the
+    match, the games played so far kept."""
 
     def __init__(self, command: str, options: Optional[dict] = None, go: str = "byoyomi 1000",
-                 name: Optional[str] = None):
-        self.client = UsiClient(command, options)
+                 name: Optional[str] = None, restarts: int = 3):
+        self.command, self.options = command, dict(options or {})
+        self.client = UsiClient(command, self.options)
         self.go_args = go
         self.timeout = go_timeout(go)
         self.name = name or self.client.name
+        self.restarts = restarts
+        self.failures = 0  # in this player's match
 
     def new_game(self, game: int) -> None:
-        self.client.send("usinewgame")
+        try:
+            self.client.send("usinewgame")
+        except UsiError as e:  # it exited after its last move: no game is lost, it starts again
+            self._restart(e)
 
     def choose(self, turns):
         out = []
         for turn in turns:
-            move, info = self.client.go(turn.start_sfen, turn.moves, self.go_args, self.timeout)
+            try:
+                move, info = self.client.go(turn.start_sfen, turn.moves, self.go_args, self.timeout)
+            except UsiError as e:
+                self._restart(e)
+                out.append(Choice("", failed=str(e)))
+                continue
             out.append(Choice(move, win_rate_of_info(info)))
         return out
+
+    def _restart(self, error: UsiError) -> None:
+        """The engine, stopped (killed if it does not quit) and started again with its options;
+        UsiError when this failure is one too many or the new engine does not start."""
+        self.failures += 1
+        self.client.close()
+        if self.failures > self.restarts:
+            raise UsiError(f"{error} (its failure {self.failures} in this match, {self.restarts} restarted: "
+                           f"the match ends)") from None
+        self.client = UsiClient(self.command, self.options)
+        self.client.send("usinewgame")
 
     def close(self) -> None:
         self.client.close()

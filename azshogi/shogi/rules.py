@@ -26,6 +26,7 @@ class Termination(IntEnum):
     MAX_PLIES = 4  # the ply limit: a draw
     MATE_ADJUDICATION = 5  # the side to move has a forced mate; adjudicated as its win
     RESIGN = 6  # a player resigned (engines and matches only)
+    TIME_UP = 7  # the side to move gave no move in time: an engine that hung or exited (matches only)
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,8 @@ class Monitor:
         if sp.games:
             w.add_scalar("selfplay/mean_game_length", sp.mean_length, step)
         for t in Termination:
+            if t == Termination.TIME_UP:  # an engine's failure in a match: never in self-play
+                continue
             w.add_scalar(f"selfplay/termination/{t.name.lower()}", sp.terminations.get(t, 0), step)
             if sp.games:  # the mix as shares of the phase's games: a draw collapse shows at once
                 w.add_scalar(f"selfplay/termination_rate/{t.name.lower()}", sp.terminations.get(t, 0) / sp.games,
