@@ -108,6 +108,42 @@ def test_resuming_from_a_network_file_says_it_holds_no_run(capsys, monkeypatch, 
     assert f"{network}: a network alone" in err and "no run's state" in err
 
 
+def test_a_second_process_on_a_run_stops_at_start_up_naming_the_first(capsys, monkeypatch, tmp_path):
+    """Two trainings (or a training and a pretraining) of one run name would overwrite each
+    other's checkpoints: the second stops before any work. A holder that was killed holds nothing."""
+    import os
+    import signal
+    import subprocess
+
+    from azshogi.formats import run_lock
+
+    monkeypatch.chdir(tmp_path)
+    lock = tmp_path / "checkpoints" / "r" / ".lock"
+    wrote = []
+    with run_lock.holding(lock, "run 'r'"):
+        (lock.parent / "ckpt-00001.pt").write_bytes(b"the first run's")
+        for program, main in (("azshogi", train.main), ("azshogi-pretrain", pretrain.main)):
+            command = hydra_command(program, wrote.append, "x", run=True) if main is train.main else main
+            code, _, err = run_main(capsys, monkeypatch, program, command, ["device=cpu", "run=r"])
+            assert code == 2 and err.count("\n") == 1, err
+            assert f"{program}: error: run 'r' ({Path('checkpoints/r')}) is in use by pid {os.getpid()}, started " \
+                   in err and "name this run otherwise (run=NAME)" in err, err
+    assert wrote == [] and (lock.parent / "ckpt-00001.pt").read_bytes() == b"the first run's"
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from azshogi.formats import run_lock\n"
+                               f"with run_lock.holding({str(lock)!r}, 'r'):\n print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with pytest.raises(run_lock.RunInUse, match=f"pid {holder.pid}"):
+        with run_lock.holding(lock, "r"):
+            pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", wrote.append, "x", run=True),
+                            ["device=cpu", "run=r"])
+    assert code == 0 and len(wrote) == 1, err
+
+
 def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, tmp_path):
     """The loop's signal handler raises KeyboardInterrupt on a second Ctrl-C during the stop
     (test_loop.py): the command ends with one line and the shell's code for SIGINT."""

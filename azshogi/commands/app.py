@@ -2,6 +2,7 @@
 errors a user can cause (bad settings, bad files, a diverging run) into one line and exit 2."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -17,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from azshogi.commands.cli import fail, user_errors
 from azshogi.config import Config, ConfigError, register_configs, to_config
+from azshogi.formats import run_lock
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
 from azshogi.formats.paths import RunPaths
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 USER_ERRORS = (ConfigError, CheckpointError, DataFormatError, ReplayStoreError, TrainingDiverged, WorkerError,
-               ClusterError)
+               ClusterError, run_lock.RunInUse)
 
 register_configs()
 
@@ -208,10 +210,11 @@ def check_overrides(program: str) -> None:
 
 
 def hydra_command(program: str, body: Callable[[Config], object], summary: str,
-                  writes: Optional[Callable[[Config], dict]] = None) -> Callable[[], None]:
+                  writes: Optional[Callable[[Config], dict]] = None, run: bool = False) -> Callable[[], None]:
     """A console-script main() running `body(config)` on azshogi's Hydra config; `summary` (one
     sentence) opens its --help. writes: the folders `body` will write ({folder: setting}),
-    checked before it starts."""
+    checked before it starts; run: `body` writes the config's run, which it holds while it runs
+    (formats/run_lock.py: a second process on it stops at start-up)."""
 
     @hydra.main(version_base="1.3", config_path="pkg://azshogi.conf", config_name="config")
     def _main(dict_cfg: DictConfig) -> None:
@@ -221,7 +224,10 @@ def hydra_command(program: str, body: Callable[[Config], object], summary: str,
                 cfg = to_config(dict_cfg)
                 if writes is not None:
                     check_writable(program, writes(cfg))
-                body(cfg)
+                paths = RunPaths.of(cfg)
+                with run_lock.holding(paths.lock, f"run {cfg.run!r} ({paths.checkpoints})") if run else \
+                        contextlib.nullcontext():
+                    body(cfg)
         except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop is under way
             print(f"{program}: interrupted: stopped at once, without a checkpoint", file=sys.stderr)
             sys.exit(130)

@@ -4,7 +4,7 @@ from azshogi.train.pretrain import pretrain
 
 main = hydra_command("azshogi-pretrain", pretrain, "trains a network from dlshogi's .hcpe/.hcpe3 files "
                      "(pretrain.train_files) into a checkpoint that azshogi continues with self-play.",
-                     writes=run_folders)
+                     writes=run_folders, run=True)
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,7 @@ def main() -> None:
 
     hydra_command("azshogi", train, "AlphaZero for shogi on one workstation: self-play and training in turns, "
                   "checkpoint after checkpoint, until Ctrl-C (which writes one); the same run name resumes.",
-                  writes=run_folders)()
+                  writes=run_folders, run=True)()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     <checkpoint_root>/<run>/
         ckpt-00012.pt, ckpt-00012-partial.pt   checkpoints (formats/checkpoint.py)
         replay/                                 the replay store's segment files (formats/replay_store.py)
+        .lock                                   held by the process running the run (formats/run_lock.py)
     <log_root>/<run>/
         events.out.tfevents.*                   TensorBoard
         azshogi.log, config.yaml                the plain log, the resolved config
@@ -47,6 +48,10 @@ class RunPaths:
     def checkpoint(self, number: int, partial: bool) -> Path:
         """A checkpoint file of the run (checkpoint_name)."""
         return self.checkpoints / checkpoint_name(number, partial)
+
+    @property
+    def lock(self) -> Path:
+        return self.checkpoints / ".lock"
 
     @property
     def replay_store(self) -> Path:
