@@ -137,6 +137,10 @@ def test_hcpe3_bad_header_and_counts(hcpe3_file):
     hcpe3_file.write_bytes(data)
     with pytest.raises(DataFormatError, match=r"record 0 \(byte 0\): result byte 0x03 names no winner"):
         read_hcpe3(hcpe3_file)
+    data[offsets[0][0] + 34] = 0xff  # what a disk's damage or another format leaves: no draw
+    hcpe3_file.write_bytes(data)
+    with pytest.raises(DataFormatError, match=r"record 0 \(byte 0\): result byte 0xff has bits no result uses"):
+        read_hcpe3(hcpe3_file)
     data = bytearray(original)
     data[offsets[1][1][1] + 4:offsets[1][1][1] + 6] = (600).to_bytes(2, "little")
     hcpe3_file.write_bytes(data)

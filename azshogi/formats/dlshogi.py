@@ -246,6 +246,9 @@ def _check_kings(board: cshogi.Board, where: str) -> None:
 
 
 def _check_result(result: int, where: str) -> None:
+    if result & ~(0x3 | GAMERESULT_SENNICHITE | GAMERESULT_NYUGYOKU | GAMERESULT_MAXMOVE):
+        raise DataFormatError(f"{where}: result byte {result:#04x} has bits no result uses (a winner in bits 0-1, "
+                              f"flags 0x04-0x10)")
     if not result & GAMERESULT_MAXMOVE and result & 0x3 == 0x3:
         raise DataFormatError(f"{where}: result byte {result:#04x} names no winner (bits 0-1 are 3)")
 
