@@ -147,6 +147,23 @@ def test_impasse_declaration_from_an_opening_file(tmp_path):
     assert game.record.termination == Termination.IMPASSE and result.wins == 1 and game.record.moves == []
 
 
+def test_a_declaration_with_24_to_30_points_draws_under_the_24_point_rule(tmp_path):
+    """Black declares with 28 points: a win under the 27-point rule, a draw under the 24-point
+    rule (31 needed to win), written as 持将棋 / %JISHOGI; with fewer than 24 it loses."""
+    openings = tmp_path / "openings.sfen"
+    openings.write_text("sfen +L+NSG1GS+N+L/1R2K2B1/PPPPPPPPP/9/9/9/9/9/4k4 b P 1\n")  # 28 points, 19 in the zone
+    for rule, termination, score in ((27, Termination.IMPASSE, 1.0), (24, Termination.IMPASSE_DRAW, 0.5)):
+        result = play_match(Scripted("win"), RandomPlayer(), 1, openings=Openings(f"file:{openings}"),
+                            rules=Rules(impasse_rule=rule), records_dir=tmp_path / str(rule), progress=False)
+        (game,) = result.games
+        assert (game.record.termination, game.a_score) == (termination, score), rule
+        assert CSA.Parser.parse_file(str(tmp_path / str(rule) / "game-0000.csa"))[0].win == (1 if rule == 27 else 0)
+    openings.write_text("sfen +L+NSG1GS+N+L/1R2K4/PPPPPPPPP/9/9/9/9/9/4k4 b P 1\n")  # a bishop less: 23 points
+    result = play_match(Scripted("win"), RandomPlayer(), 1, openings=Openings(f"file:{openings}"),
+                        rules=Rules(impasse_rule=24), progress=False)
+    assert result.games[0].a_score == 0.0 and "false impasse" in result.games[0].reason
+
+
 def test_material_gain():
     board = cshogi.Board("4k4/9/4p4/9/9/9/9/4R4/4K4 b - 1")
     gains = {cshogi.move_to_usi(m): material_gain(m) for m in board.legal_moves}

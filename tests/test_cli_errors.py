@@ -130,9 +130,9 @@ def test_a_second_process_on_a_run_stops_at_start_up_naming_the_first(capsys, mo
                    in err and "name this run otherwise (run=NAME)" in err, err
     assert wrote == [] and (lock.parent / "ckpt-00001.pt").read_bytes() == b"the first run's"
 
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from azshogi.formats import run_lock\n"
-                               f"with run_lock.holding({str(lock)!r}, 'r'):\n print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    hold = (f"import time\nfrom azshogi.formats import run_lock\nwith run_lock.holding({str(lock)!r}, 'r'):\n"
+            f" print('held', flush=True)\n time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     with pytest.raises(run_lock.RunInUse, match=f"pid {holder.pid}"):
         with run_lock.holding(lock, "r"):

@@ -34,6 +34,7 @@ _CSA_END = {
     Termination.PERPETUAL_CHECK: "%SENNICHITE",
     Termination.IMPASSE: "%KACHI",
     Termination.MAX_PLIES: "%JISHOGI",
+    Termination.IMPASSE_DRAW: "%JISHOGI",
     Termination.MATE_ADJUDICATION: "%CHUDAN",
     Termination.TIME_UP: "%TIME_UP",
 }
@@ -87,6 +88,9 @@ def _ending(termination: Termination, board: cshogi.Board, occurrences: int) -> 
         return _Ending(None, why, to_move)
     if termination == Termination.MAX_PLIES:
         return _Ending("draw", "the ply limit: a draw", None)
+    if termination == Termination.IMPASSE_DRAW:
+        return _Ending("draw", f"{_SIDE[to_move][1]} declared an impasse with 24-30 points: a draw under the "
+                               f"24-point rule", None)
     # mated, resigned or out of time: the side to move lost; an impasse declared: the side to move won
     winner = {Termination.CHECKMATE: mover, Termination.RESIGN: mover, Termination.TIME_UP: mover,
               Termination.IMPASSE: to_move}.get(termination)

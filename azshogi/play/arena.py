@@ -4,9 +4,10 @@
 Each round, every game in flight where player A is to move goes to A in one `choose` call (one
 batched search for a network player), then the same for B. The rules are those of a real match:
 fourfold repetition is a draw (perpetual check loses), the side without a legal move loses, an
-impasse is won by declaring it (`win`) when the 27-point rule (or 24) allows, a false
-declaration or an illegal move loses, a player that gives no move (an engine that hung or
-exited) loses on time, and `max_plies` plies make a draw.
+impasse is won by declaring it (`win`) when the 27-point rule (or 24) allows (under the 24-point
+rule a declaration with 24-30 points draws), a false declaration or an illegal move loses, a
+player that gives no move (an engine that hung or exited) loses on time, and `max_plies` plies
+make a draw.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from azshogi.play.elo import EloEstimate, estimate
 from azshogi.play.players import Choice, Player, Turn
 from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.positions import board_after, read_openings
-from azshogi.shogi.rules import Rules, Termination, declaration_wins, outcome, random_plies, winner
+from azshogi.shogi.rules import Rules, Termination, declaration_draws, declaration_wins, outcome, random_plies, winner
 
 
 class Openings:
@@ -219,6 +220,9 @@ def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[MatchGame]:
     if choice.move == "win":
         if declaration_wins(board, rules):
             return _end(game, mover, Termination.IMPASSE, f"{colour} declared an impasse win")
+        if declaration_draws(board, rules):
+            return _end(game, None, Termination.IMPASSE_DRAW, f"{colour} declared an impasse with 24-30 points: "
+                                                               f"a draw under the 24-point rule")
         return _end(game, other, Termination.RESIGN, f"{colour} declared a false impasse win")
     move = board.move_from_usi(choice.move) if len(choice.move) in (4, 5) else 0
     if not move or move not in set(board.legal_moves):

@@ -27,6 +27,10 @@ class Termination(IntEnum):
     MATE_ADJUDICATION = 5  # the side to move has a forced mate; adjudicated as its win
     RESIGN = 6  # a player resigned (engines and matches only)
     TIME_UP = 7  # the side to move gave no move in time: an engine that hung or exited (matches only)
+    IMPASSE_DRAW = 8  # an impasse declared with 24-30 points under the 24-point rule: a draw (matches only)
+
+
+MATCH_ONLY = (Termination.TIME_UP, Termination.IMPASSE_DRAW)  # endings self-play never has
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,12 @@ FOURFOLD = 4  # sennichite: the same position for the fourth time ends a game
 def declaration_wins(board: cshogi.Board, rules: Rules) -> bool:
     """Whether the side to move wins by declaring an impasse (nyugyoku) under the point rule."""
     return bool(board.is_nyugyoku(rules.impasse_law))
+
+
+def declaration_draws(board: cshogi.Board, rules: Rules) -> bool:
+    """Whether the side to move's impasse declaration is a draw: under the 24-point rule, with
+    24-30 points (and the rule's other conditions met); never under the 27-point rule."""
+    return bool(board.nyugyoku_result(rules.impasse_law) == cshogi.NYUGYOKU_DRAW)
 
 
 def outcome(board: cshogi.Board, ply: int, rules: Rules, *, repetition_plies: Optional[int] = None,

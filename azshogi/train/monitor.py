@@ -27,7 +27,7 @@ from tqdm import tqdm
 from tqdm.utils import disp_len
 
 from azshogi.selfplay.drivers import DriverStatus
-from azshogi.shogi.rules import Termination
+from azshogi.shogi.rules import MATCH_ONLY, Termination
 from azshogi.train.phases import PhaseTimes, SelfPlayPhaseStats, TrainPhaseStats
 
 PHASE_TAGS = {"train": "training"}  # perf/seconds_<tag>; the training tag predates the others
@@ -225,7 +225,7 @@ class Monitor:
         if sp.games:
             w.add_scalar("selfplay/mean_game_length", sp.mean_length, step)
         for t in Termination:
-            if t == Termination.TIME_UP:  # an engine's failure in a match: never in self-play
+            if t in MATCH_ONLY:
                 continue
             w.add_scalar(f"selfplay/termination/{t.name.lower()}", sp.terminations.get(t, 0), step)
             if sp.games:  # the mix as shares of the phase's games: a draw collapse shows at once
