@@ -34,11 +34,12 @@ def tiny_config(**overrides) -> Config:
     return Config(**settings)
 
 
-def make_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
+def make_tiny_checkpoint(path: Path, seed: int = 0, channels: int = TINY_SHAPE[1]) -> Path:
     """A minimal state with `model` and `config`, as checkpoint.load_model reads it."""
     torch.manual_seed(seed)
-    model = build(*TINY_SHAPE)
-    torch.save({"model": model.state_dict(), "config": to_plain(tiny_config())}, path)
+    shape = (TINY_SHAPE[0], channels, TINY_SHAPE[2])
+    model = build(*shape)
+    torch.save({"model": model.state_dict(), "config": to_plain(tiny_config(model=ModelConfig(*shape)))}, path)
     return path
 
 

@@ -39,3 +39,20 @@ def test_the_mean_of_the_range_plays_and_a_gap_is_named(tmp_path):
     assert all(torch.equal(v, six["model"][k]) for k, v in trained.state_dict().items())
     with pytest.raises(SystemExit, match="no checkpoint 2"):
         tool.main([str(run), "2", "4", str(tmp_path / "gap.pt")])
+
+
+def test_it_never_writes_over_a_runs_checkpoint_nor_averages_across_a_growth(tmp_path):
+    tool = docs_tool("docs/tools/average_networks.py")
+    run = tmp_path / "checkpoints" / "r"
+    (run / "replay").mkdir(parents=True)  # a run's folder
+    for n in (1, 2):
+        make_tiny_checkpoint(run / f"ckpt-{n:05d}.pt", seed=n)
+    files = {p: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    for out in (run / "ckpt-00002.pt", run / "ckpt-00009.pt"):  # its own, or one the run would take for its own
+        with pytest.raises(SystemExit, match="not written: .*give it another name"):
+            tool.main([str(run), "1", "2", str(out)])
+    assert {p: p.read_bytes() for p in run.iterdir() if p.is_file()} == files
+    make_tiny_checkpoint(run / "ckpt-00003.pt", seed=3, channels=24)  # a stage grew it
+    for decay in ("0", "0.5"):
+        with pytest.raises(SystemExit, match="ckpt-00003.pt: a network of another shape"):
+            tool.main([str(run), "2", "3", str(tmp_path / "mean.pt"), "--decay", decay])

@@ -61,7 +61,7 @@ def test_bench_measures_the_server_alone_with_an_instant_network(tmp_path):
 
 
 def test_bench_compares_short_and_long_games(tmp_path):
-    result = run_bench(tmp_path, "bench.network=instant", "bench.plies=[4,60]")
+    result = run_bench(tmp_path, "bench.network=instant", "bench.plies=[4,60]", "bench.warmup_seconds=0")
     assert result["mode"] == "plies" and set(result["positions_per_s"]) == {"4", "60"}
     assert result["relative"]["4"] == 1.0
 

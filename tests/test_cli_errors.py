@@ -39,7 +39,7 @@ HYDRA_MISTAKES = [
                                            ("azshogi-bench", bench.main)])
 def test_hydra_commands_mistakes_end_in_one_line(program, main, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    for args, named in HYDRA_MISTAKES + [(["model=nope", "device=cpu"], "large, medium, small, tiny")]:
+    for args, named in HYDRA_MISTAKES + [(["model=nope", "device=cpu"], "cpu, large, medium, small, tiny")]:
         if program == "azshogi-pretrain":  # its files are read after the settings are checked
             args, named = (["pretrain.train_files=[missing.hcpe3]"] + args[1:], "missing.hcpe3") \
                 if args[0].startswith("resume=") else (args + ["pretrain.train_files=[missing.hcpe3]"], named)
@@ -71,7 +71,7 @@ def test_help_says_what_the_program_is(capsys, monkeypatch):
     code, out, _ = run_main(capsys, monkeypatch, "azshogi", train.main, ["--help"])
     assert code == 0
     assert out.startswith("azshogi: AlphaZero for shogi") and "powered by Hydra" not in out
-    assert "README.md" in out and "+experiment=cpu" in out and "model: large, medium, small, tiny" in out
+    assert "README.md" in out and "+experiment=cpu" in out and "model: cpu, large, medium, small, tiny" in out
     _, out, _ = run_main(capsys, monkeypatch, "azshogi-pretrain", pretrain.main, ["--help"])
     assert out.startswith("azshogi-pretrain: trains a network from dlshogi's")
 

@@ -94,18 +94,26 @@ def test_network_of_a_foreign_file_is_one_line_and_writes_nothing(tmp_path, caps
 
 @pytest.mark.parametrize("command", ["network", "onnx"])
 def test_an_export_never_replaces_a_runs_checkpoint(tmp_path, capsys, command):
-    """Neither over its input nor over another checkpoint of a run."""
+    """Neither over its input, nor over another checkpoint of a run, nor as a file the run would
+    take for its next checkpoint, nor over something not a file; a run's folder as the input is
+    its newest checkpoint, and a checkpoint's name outside any run is only a name."""
+    import os
+
     path, _ = tiny_checkpoint(tmp_path)
     other = path.parent / "ckpt-00009-partial.pt"
     other.write_bytes(path.read_bytes() + b"another")
-    files = {p: p.read_bytes() for p in path.parent.iterdir()}
-    for out in (path, other):
+    files = {p: p.read_bytes() for p in path.parent.iterdir() if p.is_file()}
+    os.mkfifo(tmp_path / "fifo")
+    for out in (path, other, path.parent / "ckpt-00012.pt", tmp_path / "fifo", tmp_path):
         with pytest.raises(SystemExit) as exit_:
             export_main([command, str(path), str(out)])
         assert exit_.value.code == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"{out}: the output would replace a checkpoint" in err, err
-    assert {p: p.read_bytes() for p in path.parent.iterdir()} == files
+        assert err.count("\n") == 1 and f"{out}: not written: " in err and "another name" in err, err
+    assert {p: p.read_bytes() for p in path.parent.iterdir() if p.is_file()} == files
+    (tmp_path / "elsewhere").mkdir()
+    export_main([command, str(path.parent), str(tmp_path / "elsewhere" / "ckpt-00012.pt")])
+    assert capsys.readouterr().out.strip() == str(tmp_path / "elsewhere" / "ckpt-00012.pt")
 
 
 def test_hcpe3_to_csa_writes_one_game_per_file(tmp_path):

@@ -22,6 +22,16 @@ from azshogi.train.stages import changes, config_at, entered, play_config, stage
 from azshogi.train.trainer import learning_rate
 
 
+def test_the_presets_network_is_3x32_unless_the_command_line_picks_another():
+    """The presets' network is a model group (model=cpu), so that `model=NAME` after the preset
+    picks a whole network rather than mixing its value head into the preset's 3x32."""
+    for preset in ("cpu", "gpu"):
+        model = to_config(compose_config([f"+experiment={preset}"])).model
+        assert (model.blocks, model.channels, model.value_hidden) == (3, 32, 256)
+        model = to_config(compose_config([f"+experiment={preset}", "model=tiny"])).model
+        assert (model.blocks, model.channels, model.value_hidden) == (1, 16, 32)
+
+
 def test_the_cpu_preset_schedule_is_the_one_before_stages_with_a_cool_stage():
     """Until stages, +experiment=cpu searched 64 simulations among 16 candidates from checkpoint 41
     on (selfplay.deeper_from_checkpoint=41) and decayed the learning rate by steps

@@ -40,8 +40,16 @@ def usi_main(argv) -> None:
         fail(USI_PROGRAM, f"--repeats {args.repeats}: must be >= 1")
     if bool(args.checkpoint) == bool(args.model):
         fail(USI_PROGRAM, "give a CHECKPOINT or --model BLOCKSxCHANNELS (one of them)")
-    if args.checkpoint and not Path(args.checkpoint).is_file():
-        fail(USI_PROGRAM, f"checkpoint not found: {args.checkpoint}")
+    if args.checkpoint:  # a run's folder: its newest checkpoint, as the engine and the arena take it
+        from azshogi.formats.checkpoint import CheckpointError
+        from azshogi.play.models import network_file
+
+        try:
+            args.checkpoint = network_file(args.checkpoint)
+        except CheckpointError as e:
+            fail(USI_PROGRAM, str(e))
+        if not Path(args.checkpoint).is_file():
+            fail(USI_PROGRAM, f"checkpoint not found: {args.checkpoint}")
     options = key_values(args.option, USI_PROGRAM)
     engines = [Engine(label, command) for label, command in args.engine or
                [("azshogi", f"{sys.executable} -m azshogi.commands.usi")]]

@@ -11,9 +11,10 @@ and `input2` (N, 57, 9, 9) float32, outputs `output_policy` (N, 2187) logits and
 the `onnx` package (`pip install 'azshogi[export]'`). `network` writes the checkpoint's network
 alone (its weights and settings, without the optimizer's state or the games in progress: a third
 of the file for a run with AdamW), which azshogi-usi, azshogi-arena and this command read as they
-read a checkpoint. Every output file is written to a
-temporary name and renamed; a malformed input, or a folder that cannot be written, writes nothing
-and ends in one line.
+read a checkpoint; CHECKPOINT may be a run's folder (its newest checkpoint). Every output file is
+written to a temporary name and renamed; a malformed input, a folder that cannot be written, or
+an output that would replace the input, a folder or device, or pass for a run's checkpoint
+(ckpt-NNNNN.pt in a run's folder) writes nothing and ends in one line.
 """
 from __future__ import annotations
 
@@ -23,20 +24,22 @@ from azshogi.commands.cli import ArgumentParser, user_errors
 from azshogi.formats.checkpoint import CheckpointError, load, save_network
 from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
 from azshogi.formats.files import write_atomically
-from azshogi.formats.paths import checkpoint_number
+from azshogi.formats.paths import not_an_output
 from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, onnx_bytes
-from azshogi.play.models import load_model, model_of
+from azshogi.play.models import load_model, model_of, network_file
 
 
 def _not_over_a_checkpoint(checkpoint: Path, out: Path) -> None:
-    """An output must not replace a checkpoint: neither the input itself nor a file of a run's
-    checkpoint's name (ckpt-NNNNN.pt) that is there already."""
-    if out.exists() and (checkpoint_number(out) is not None or (checkpoint.exists() and out.samefile(checkpoint))):
-        raise ExportError(f"{out}: the output would replace a checkpoint (the input itself, or a run's ckpt-NNNNN.pt): "
-                          f"give it another name")
+    """An output must not replace its input, a run's checkpoint or something not a file, nor
+    add a file a run would take for its checkpoint (paths.not_an_output)."""
+    problem = "the input itself" if out.exists() and checkpoint.exists() and out.samefile(checkpoint) \
+        else not_an_output(out)
+    if problem:
+        raise ExportError(f"{out}: not written: {problem}; give it another name")
 
 
 def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path:
+    checkpoint = network_file(checkpoint)  # a run's folder: its newest checkpoint
     _not_over_a_checkpoint(Path(checkpoint), Path(out))
     model, _ = load_model(Path(checkpoint))
     write_atomically(Path(out), onnx_bytes(model, opset))
@@ -44,6 +47,7 @@ def export_onnx(checkpoint: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path
 
 
 def export_network(checkpoint: Path, out: Path) -> Path:
+    checkpoint = network_file(checkpoint)
     _not_over_a_checkpoint(Path(checkpoint), Path(out))
     state = load(Path(checkpoint))
     model_of(state, Path(checkpoint))  # the weights must fit their settings, as for play

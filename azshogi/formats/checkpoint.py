@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from azshogi.formats.files import atomic_writer
-from azshogi.formats.paths import checkpoint_number
+from azshogi.formats.paths import checkpoint_number, not_an_output
 from azshogi.shogi.game_record import TrainingPositions
 
 FORMAT = 2
@@ -99,7 +99,11 @@ def save_network(state: dict, source: Path, out: Path) -> Path:
 def write_network(weights: dict, config: dict, out: Path, **extra) -> Path:
     """The one writer of a network file: its weights (a state_dict, copied to the CPU), the plain
     config it is rebuilt from, and `extra` keys (e.g. which checkpoint it was), atomically to
-    `out`. `network` reads it back; so do `azshogi-usi` and `search:` players."""
+    `out`. `network` reads it back; so do `azshogi-usi` and `search:` players. CheckpointError
+    where `out` would replace a run's checkpoint or something not a file (paths.not_an_output)."""
+    problem = not_an_output(Path(out))
+    if problem:
+        raise CheckpointError(f"{out}: not written: {problem}; give it another name")
     weights = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in weights.items()}
     with atomic_writer(Path(out)) as f:
         torch.save(_tensors({"model": weights, "config": config, **extra}), f)

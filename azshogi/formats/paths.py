@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 REPLAY_STORE = "replay"
+LOCK = ".lock"
 _CHECKPOINT = re.compile(r"^ckpt-(\d{5,})(-partial)?\.pt$")
 
 
@@ -33,6 +34,27 @@ def checkpoint_number(path: Path) -> Optional[tuple[int, bool]]:
     """(number, partial) of a checkpoint file's name, or None for any other file."""
     m = _CHECKPOINT.match(Path(path).name)
     return (int(m.group(1)), bool(m.group(2))) if m else None
+
+
+def holds_a_run(folder: Path) -> bool:
+    """Whether `folder` is a run's checkpoint folder: a checkpoint, its replay store or its lock
+    is there."""
+    folder = Path(folder)
+    return (folder / REPLAY_STORE).is_dir() or (folder / LOCK).exists() or \
+        (folder.is_dir() and any(checkpoint_number(p) is not None for p in folder.iterdir()))
+
+
+def not_an_output(out: Path) -> Optional[str]:
+    """Why a file made for the user (an exported or averaged network) must not be written at
+    `out`, or None: something other than a file is there (a folder, a device), or the name is a
+    checkpoint's where a run would take it for one of its own (in a run's folder, or over a
+    checkpoint file)."""
+    out = Path(out)
+    if out.exists() and not out.is_file():
+        return "it exists and is not a file"
+    if checkpoint_number(out) is not None and (out.exists() or holds_a_run(out.parent)):
+        return "a checkpoint's name (ckpt-NNNNN.pt) in a run's folder: the run would take it for its own"
+    return None
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,7 @@ class RunPaths:
 
     @property
     def lock(self) -> Path:
-        return self.checkpoints / ".lock"
+        return self.checkpoints / LOCK
 
     @property
     def replay_store(self) -> Path:

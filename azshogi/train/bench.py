@@ -86,7 +86,7 @@ def transfer_bytes(positions: int, labels: int, wire: str) -> tuple[float, float
 def forward_window(evaluator, batch: LeafBatch, seconds: float) -> float:
     """Positions per second of back-to-back evaluate() calls on a fixed batch."""
     count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while not count or time.perf_counter() - start < seconds:  # once at least
         evaluator.evaluate(batch)
         count += batch.size
     return count / (time.perf_counter() - start)
@@ -230,8 +230,9 @@ def _measure(parts, out) -> dict:
     mean_batch = sum(r["nn_positions"] for r in sp_runs) / max(1, sum(r["nn_calls"] for r in sp_runs))
     workers = cfg.selfplay.num_workers
     # A searching process's wall time per evaluation it asked for (its own share of them).
-    search_us = median(1e6 * workers / r["nn_evals_per_s"] if workers else 1e6 / r["nn_evals_per_s"]
-                       for r in sp_runs if r["nn_evals_per_s"])
+    per_eval = [1e6 * workers / r["nn_evals_per_s"] if workers else 1e6 / r["nn_evals_per_s"]
+                for r in sp_runs if r["nn_evals_per_s"]]
+    search_us = median(per_eval) if per_eval else float("nan")  # windows too short for one evaluation
     server = getattr(selfplay, "server", None)
     wire = str(evaluator.wire).replace("torch.", "")
     bytes_in, bytes_out = transfer_bytes(leaves.size, leaves.num_labels, wire)
@@ -244,7 +245,7 @@ def _measure(parts, out) -> dict:
         "selfplay_nn_evals_per_s": round(sp["nn_evals_per_s"], 1),
         "efficiency": round(sp["nn_evals_per_s"] / nn, 3),
         "mean_batch": round(mean_batch, 1),
-        "search_us_per_eval": round(search_us, 2),
+        "search_us_per_eval": round(search_us, 2) if per_eval else None,
         "bytes_in_per_position": round(bytes_in, 1),
         "bytes_out_per_position": round(bytes_out, 1),
         "time_share": {k: round(v, 3) for k, v in shares.items()},
@@ -375,7 +376,7 @@ def _measure_plies(parts, out) -> dict:
     def window(ply: int, seconds: float) -> tuple[float, float]:
         boards, plies = sets[ply], np.full(actors, ply, np.int64)
         count, work, start = 0, tree.work, time.perf_counter()
-        while time.perf_counter() - start < seconds:
+        while not count or time.perf_counter() - start < seconds:  # once at least (a warm-up of 0 s)
             search.run(boards, plies, rngs)
             count += actors
         return count / (time.perf_counter() - start), (tree.work - work) / count

@@ -101,7 +101,7 @@ def training_parts(trainer: Trainer, source: ReplayBuffer | DeviceReplay, rng: n
 def _ms_per_call(run: Callable[[], object], seconds: float, device: torch.device) -> tuple[float, float]:
     """Wall and this process's CPU milliseconds per call of `run`, over `seconds`."""
     calls, start, cpu = 0, time.perf_counter(), time.process_time()
-    while time.perf_counter() - start < seconds:
+    while not calls or time.perf_counter() - start < seconds:  # once at least (a warm-up of 0 s)
         run()
         calls += 1
     if device.type == "cuda":

@@ -19,22 +19,36 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Optional
 
 from azshogi.config import from_plain
 from azshogi.formats import checkpoint as ckpt
-from azshogi.formats.paths import checkpoint_number
+from azshogi.formats.paths import checkpoint_number, not_an_output
 from azshogi.nn.network import from_config
 from azshogi.train import averaging
+
+
+def _shapes(weights: dict) -> dict:
+    return {key: tuple(value.shape) for key, value in weights.items()}
+
+
+def _same_shape(path: Path, weights: dict, first: Optional[dict], files: list[Path]) -> dict:
+    """The shapes of `weights`, which must be those of the first file's (`first`, None for it)."""
+    shapes = _shapes(weights)
+    if first is not None and shapes != first:
+        raise SystemExit(f"{path}: a network of another shape than {files[0]} (a stage grew the run's network: "
+                         f"average the checkpoints on one side of the growth)")
+    return shapes
 
 
 def average(files: list[Path]) -> tuple[dict, dict]:
     """(the mean state_dict, the last file's config) of the networks in `files`, all of one shape."""
     total: dict = {}
     config: dict = {}
+    first = None
     for path in files:
         weights, config = ckpt.network(ckpt.load(path), path, trained=True)
-        if total and set(weights) != set(total):
-            raise SystemExit(f"{path}: a network of another shape than {files[0]}")
+        first = _same_shape(path, weights, first, files)
         for key, value in weights.items():
             if value.is_floating_point():
                 total[key] = total.get(key, 0) + value.double()
@@ -48,8 +62,10 @@ def exponential(files: list[Path], decay: float) -> tuple[dict, dict]:
     = `decay` keeps, over the networks in `files`, oldest first, all of one shape."""
     average = None
     config: dict = {}
+    first = None
     for path in files:
         weights, config = ckpt.network(ckpt.load(path), path, trained=True)
+        first = _same_shape(path, weights, first, files)
         shape = from_plain(config).model
         model = from_config(shape)
         try:
@@ -83,8 +99,14 @@ def main(argv=None) -> None:
                          f"(loop.keep_checkpoints keeps only the newest)")
     if not 0 <= args.decay < 1:
         raise SystemExit(f"--decay {args.decay}: must be in [0, 1) (0: the uniform mean)")
-    weights, config = exponential(files, args.decay) if args.decay else average(files)
-    ckpt.write_network(weights, config, args.out, averaged_from=[str(p) for p in files], decay=args.decay)
+    problem = not_an_output(args.out)
+    if problem:  # before the work
+        raise SystemExit(f"{args.out}: not written: {problem}; give it another name")
+    try:
+        weights, config = exponential(files, args.decay) if args.decay else average(files)
+        ckpt.write_network(weights, config, args.out, averaged_from=[str(p) for p in files], decay=args.decay)
+    except ckpt.CheckpointError as e:  # a damaged checkpoint, named
+        raise SystemExit(str(e)) from None
     what = f"the exponential average (decay {args.decay})" if args.decay else "the mean"
     print(f"{args.out}: {what} of {len(files)} networks of {args.run} (checkpoints {args.first}-{args.last})")
 

@@ -64,6 +64,7 @@ with tempfile.TemporaryDirectory() as tmp, tarfile.open(out / f"{run}-networks.t
     for path in sorted(picked):
         network = export_network(path, Path(tmp) / path.name)
         tar.add(network, arcname=f"{run}/{path.name}")
+        network.unlink()  # a folder of checkpoint names is a run's: the next export would be refused
 print(f"{len(full)} checkpoints in checkpoints/{run}; the networks of {len(picked)} in {out}/{run}-networks.tar:",
       " ".join(p.name for p in sorted(picked)))
 EOF
