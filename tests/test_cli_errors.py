@@ -159,8 +159,8 @@ def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, 
 def test_a_folder_that_cannot_be_written_is_found_before_any_work(capsys, monkeypatch, tmp_path):
     """A checkpoint or log folder (or hydra.run.dir) that cannot be written stops the command at
     start-up, before self-play, in one line naming the folder and its setting; nothing is left."""
-    from azshogi.commands import app
     from azshogi.commands.app import run_folders
+    from azshogi.formats import files
 
     started = []
     main = hydra_command("azshogi", started.append, "x", writes=run_folders)
@@ -177,7 +177,7 @@ def test_a_folder_that_cannot_be_written_is_found_before_any_work(capsys, monkey
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(app.os, "fsync", full)
+    monkeypatch.setattr(files.os, "fsync", full)
     (tmp_path / "afile").unlink()
     code, _, err = run_main(capsys, monkeypatch, "azshogi", main, ["device=cpu", "run=new"])
     assert code == 2 and err == "azshogi: error: cannot write in checkpoints/new (checkpoint_root): " \
@@ -253,3 +253,17 @@ def test_writing_into_a_folder_that_cannot_be_written_ends_in_one_line(capsys, m
             assert err.startswith(f"{program}: error: ") and err.count("\n") == 1 and named in err, err
             assert ".tmp-" not in err and out == ""
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "games.hcpe3", "net.pt", "read-only"]
+
+
+def test_the_docs_tools_name_a_damaged_checkpoint_in_one_line(tmp_path, capsys):
+    from conftest import docs_tool
+
+    from azshogi.commands.cli import run_tool
+
+    tool = docs_tool("docs/tools/wall_times.py")
+    (tmp_path / "ckpt-00001.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit) as exit_:
+        run_tool(lambda: tool.main([str(tmp_path)]), "wall_times.py")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"wall_times.py: error: cannot read {tmp_path / 'ckpt-00001.pt'}"), err

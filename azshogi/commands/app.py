@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -21,6 +19,7 @@ from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats import run_lock
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import DataFormatError
+from azshogi.formats.files import write_problem
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.replay_store import ReplayStoreError
 from azshogi.selfplay.cluster import ClusterError
@@ -124,39 +123,6 @@ def unknown_keys(cfg: DictConfig) -> list[str]:
 
     walk(cfg, "")
     return found
-
-
-def write_problem(folder: Path) -> Optional[str]:
-    """Why files cannot be written in `folder` (a read-only file system, a full disk, no
-    permission, a file in the way), or None: makes the folder if missing, writes, fsyncs and
-    removes a probe file, and removes the folders it made, so that nothing is left behind."""
-    folder = Path(folder)
-    missing = []
-    parent = folder
-    while not parent.exists() and parent != parent.parent:
-        missing.append(parent)
-        parent = parent.parent
-    made: list[Path] = []
-    try:
-        for path in reversed(missing):
-            path.mkdir()
-            made.append(path)
-        fd, probe = tempfile.mkstemp(prefix=".azshogi-write-probe-", dir=folder)
-        try:
-            os.write(fd, b"\0" * 4096)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.unlink(probe)
-    except OSError as e:
-        return e.strerror or str(e)
-    finally:
-        for path in reversed(made):
-            try:
-                path.rmdir()
-            except OSError:
-                pass
-    return None
 
 
 def check_writable(program: str, folders: dict) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Iterator, NoReturn
+from typing import Callable, Iterator, NoReturn
 
 
 def fail(program: str, message: str) -> NoReturn:
@@ -28,6 +28,18 @@ def user_errors(program: str, *errors: type[Exception]) -> Iterator[None]:
         if e.filename is None:
             raise
         fail(program, f"{e.filename}: {e.strerror or e}")
+
+
+def run_tool(main: Callable[[], object], program: str) -> None:
+    """Runs a docs/tools script's `main`: a damaged checkpoint, replay segment or data file, or
+    a file that cannot be read or written, ends in one line naming it (exit code 2)."""
+    from azshogi.formats.checkpoint import CheckpointError
+    from azshogi.formats.dlshogi import DataFormatError
+    from azshogi.formats.replay_store import ReplayStoreError
+
+    with user_errors(program, CheckpointError, DataFormatError, ReplayStoreError):
+        code = main()
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 class ArgumentParser(argparse.ArgumentParser):

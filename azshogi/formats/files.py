@@ -7,7 +7,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Optional
 
 
 @contextlib.contextmanager
@@ -72,3 +72,36 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def write_problem(folder: Path) -> Optional[str]:
+    """Why files cannot be written in `folder` (a read-only file system, a full disk, no
+    permission, a file in the way), or None: makes the folder if missing, writes, fsyncs and
+    removes a probe file, and removes the folders it made, so that nothing is left behind."""
+    folder = Path(folder)
+    missing = []
+    parent = folder
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    made: list[Path] = []
+    try:
+        for path in reversed(missing):
+            path.mkdir()
+            made.append(path)
+        fd, probe = tempfile.mkstemp(prefix=".azshogi-write-probe-", dir=folder)
+        try:
+            os.write(fd, b"\0" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        return e.strerror or str(e)
+    finally:
+        for path in reversed(made):
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+    return None

@@ -21,6 +21,7 @@ import argparse
 from pathlib import Path
 from typing import Optional
 
+from azshogi.commands.cli import run_tool
 from azshogi.config import from_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import checkpoint_number, not_an_output
@@ -112,4 +113,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "average_networks.py")

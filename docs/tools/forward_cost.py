@@ -30,6 +30,8 @@ def main(argv=None) -> None:
         batches = [int(b) for b in args.batches.split(",") if b]
     except ValueError:
         parser.error(f"--model {args.model!r} / --batches {args.batches!r}: numbers, e.g. 3x32 and 8,128")
+    if min(blocks, channels, *batches, args.threads, args.windows) < 1 or not batches or not args.seconds > 0:
+        parser.error("--model's sizes, --batches, --threads and --windows must be >= 1, --seconds > 0")
 
     import torch
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
-from heldout_loss import newest_window, scores
+from heldout_loss import newest_window, replay_of, scores
 
+from azshogi.commands.cli import run_tool
 from azshogi.formats import checkpoint as ckpt
 from azshogi.nn.growth import grow
 from azshogi.nn.network import PolicyValueNet
@@ -89,11 +89,11 @@ def main(argv=None) -> int:
     nets[f"distilled {args.blocks}x{args.channels}"] = copy.deepcopy(nets[f"fresh {args.blocks}x{args.channels}"])
     teacher = copy.deepcopy(old).eval()
     heldout, weight, _ = newest_window(args.positions, 1)
-    if heldout.begin < state["replay"]["end"]:
+    if heldout.begin < replay_of(state, args.checkpoint)["end"]:
         parser.error(f"{args.positions}'s newest segment is not newer than {args.checkpoint}'s replay window")
     held_slots = (heldout.begin + np.arange(len(heldout))) % heldout.capacity
     held = heldout.gather(held_slots)
-    window, _, segments = newest_window(args.checkpoint, len(state["replay"]["segments"]))
+    window, _, segments = newest_window(args.checkpoint, len(replay_of(state, args.checkpoint)["segments"]))
     print(f"training on {len(window)} positions ({segments} segments of {args.checkpoint}'s window), "
           f"{args.steps} steps of {cfg.train.batch_size} at a learning rate of {cfg.train.lr:g}; "
           f"held out: {len(heldout)} positions of {args.positions}")
@@ -116,4 +116,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main, "growth_check.py")

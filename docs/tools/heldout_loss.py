@@ -20,12 +20,12 @@ a low training loss is memorised games rather than knowledge that carries to new
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from azshogi.commands.cli import run_tool
 from azshogi.config import ValueLoss
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import replay_store_of
@@ -35,12 +35,20 @@ from azshogi.train.replay import Batch, ReplayBuffer
 from azshogi.train.trainer import losses, value_target
 
 
+def replay_of(state: dict, checkpoint_file: Path) -> dict:
+    """A checkpoint's replay window (SystemExit for a network alone, which has none)."""
+    if "replay" not in state:
+        raise SystemExit(f"{checkpoint_file}: a network alone (azshogi-export network), no replay window: "
+                         f"give a run's checkpoint")
+    return state["replay"]
+
+
 def newest_window(checkpoint_file: Path, newest: int) -> tuple[ReplayBuffer, float, int]:
     """(a buffer holding the newest `newest` segments of the checkpoint's replay window, the run's
     value target root weight, segments read). Position numbers are the run's: buffer.begin is
     the first one read."""
     state = ckpt.load(checkpoint_file)
-    replay = state["replay"]
+    replay = replay_of(state, checkpoint_file)
     segments = replay["segments"][-newest:]
     if not segments:
         raise SystemExit(f"{checkpoint_file}: its replay window is empty")
@@ -102,4 +110,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main, "heldout_loss.py")

@@ -32,6 +32,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from azshogi.formats.files import write_atomically, write_problem
 from azshogi.play.arena import Openings, play_match
 from azshogi.play.ladder import RUNGS, SF_NODES, EngineMissing, Pairing, fairy_player, fairy_settings, fit_ratings
 from azshogi.play.players import GreedyPlayer, Player, RandomPlayer
@@ -81,6 +82,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.minus and not args.refit:
         parser.error("--minus takes games out of the --refit files': give --refit too")
+    for option in ("games", "rounds", "nodes"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} {getattr(args, option)}: must be >= 1")
+    if args.reach < 1 or args.opening_plies < 0:
+        parser.error("--reach must be >= 1 and --opening-plies >= 0")
+    problem = "a folder" if Path(args.out).is_dir() else write_problem(Path(args.out).resolve().parent)
+    if problem:  # before hours of games, not after the first match
+        parser.error(f"--out {args.out}: cannot be written ({problem})")
     for pair in args.pairs.split(",") if args.pairs else []:
         names = pair.split(":")
         if len(names) != 2 or not all(n in ("random", "greedy") or fairy_settings(n) for n in names):
@@ -129,8 +138,13 @@ def merged(pairings: list[Pairing], more: list[Pairing]) -> list[Pairing]:
 
 
 def read_pairings(path: str) -> list[Pairing]:
-    """The games of a JSON file this tool wrote."""
-    return [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]]
+    """The games of a JSON file this tool wrote; a file that is not one ends the tool, named."""
+    try:
+        return [Pairing(**p) for p in json.loads(Path(path).read_text())["pairings"]]
+    except OSError as e:
+        sys.exit(f"ladder_calibration.py: error: {path}: {e.strerror or e}")
+    except (ValueError, KeyError, TypeError):
+        sys.exit(f"ladder_calibration.py: error: {path}: not a file this tool wrote (JSON with its pairings)")
 
 
 def less(pairings: list[Pairing], games: list[Pairing]) -> list[Pairing]:
@@ -154,11 +168,11 @@ def write(args, pairings: list[Pairing]) -> dict:
     """Fits the ratings of `pairings` and writes both to --out; returns the ratings (none while
     no pairing joins uniform random, the scale's anchor)."""
     ratings = fit_ratings(pairings) if any("random" in (p.first, p.second) for p in pairings) else {}
-    Path(args.out).write_text(json.dumps({
+    write_atomically(Path(args.out), json.dumps({
         "nodes": args.nodes, "games": args.games,
         "pairings": [vars(p) for p in pairings],
         "ratings": {k: {"rating": round(v.rating, 1), "margin": round(v.margin, 1), "clipped": v.clipped}
-                    for k, v in ratings.items()}}, indent=1))
+                    for k, v in ratings.items()}}, indent=1).encode())
     return ratings
 
 

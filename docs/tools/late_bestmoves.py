@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from azshogi.commands.cli import run_tool
 from azshogi.play.usi_bench import untrained_checkpoint
 from azshogi.play.usi_client import UsiClient
 
@@ -93,4 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "late_bestmoves.py")

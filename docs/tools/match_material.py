@@ -20,6 +20,7 @@ import cshogi
 import numpy as np
 from cshogi import CSA
 
+from azshogi.commands.cli import run_tool
 from azshogi.play.players import material_gain
 
 
@@ -77,4 +78,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "match_material.py")

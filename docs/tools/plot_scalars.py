@@ -30,6 +30,10 @@ def main(log_dir: str, out: str, *patterns: str) -> None:
     # writes again those it keeps (a stopped phase's selfplay/live/ points, train/monitor.py):
     # TensorBoard's warning counts what the purge removed, not points lost.
     logging.getLogger("tensorboard").setLevel(logging.ERROR)
+    from pathlib import Path
+
+    if not Path(log_dir).is_dir():
+        fail(f"{log_dir}: no such folder (a run's log folder: logs/RUN)")
     acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
     acc.Reload()
     tags = sorted(acc.Tags()["scalars"])
@@ -47,6 +51,7 @@ def main(log_dir: str, out: str, *patterns: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     print(f"wrote {out}: {', '.join(n for _, ns in groups for n in ns)}")
 

@@ -16,6 +16,7 @@ import argparse
 import numpy as np
 import torch
 
+from azshogi.commands.cli import run_tool
 from azshogi.play.models import model_evaluator
 from azshogi.play.temperature import auto_temperature, entropies, sample_logits
 from azshogi.search.tree import masked_softmax
@@ -41,6 +42,8 @@ def main(argv=None) -> None:
     parser.add_argument("--games", type=int, default=32)
     parser.add_argument("--plies", type=int, default=80)
     args = parser.parse_args(argv)
+    if args.games < 1 or args.plies < 1 or min(args.temperatures) <= 0:
+        parser.error("--games and --plies must be >= 1, --temperatures > 0")
     torch.set_num_threads(1)
     for path in args.checkpoints:
         result = spread(path, args.temperatures, args.games, args.plies)
@@ -57,4 +60,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "policy_spread.py")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from azshogi.commands.cli import run_tool
 from azshogi.config import from_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.selfplay.resignation import THRESHOLD_GRID, supported, window_counts
@@ -46,7 +47,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("run", type=Path, help="a run's checkpoint folder (checkpoints/<run>)")
     parser.add_argument("--target", type=float, default=None,
                         help="the rule's share of false resignations (default: the run's selfplay.resign_target)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.target is not None and not 0 < args.target < 1:
+        parser.error(f"--target {args.target}: a share of false resignations, in (0, 1)")
+    return args
 
 
 def main(argv=None) -> None:
@@ -66,4 +70,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "resign_counts.py")

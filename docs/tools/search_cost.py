@@ -34,6 +34,7 @@ import torch  # noqa: E402
 from older_trees import Calls, leaf_batch_class  # noqa: E402  (this folder's)
 
 import azshogi  # noqa: E402
+from azshogi.commands.cli import run_tool  # noqa: E402
 from azshogi.search.gumbel import GumbelSearch  # noqa: E402
 from azshogi.selfplay.actors import SelfPlay  # noqa: E402
 from azshogi.shogi.rules import Rules  # noqa: E402
@@ -133,4 +134,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "search_cost.py")

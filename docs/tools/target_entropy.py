@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from azshogi.commands.cli import run_tool
 from azshogi.formats.dlshogi import load_positions
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.hcpe3$")
@@ -61,4 +62,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "target_entropy.py")

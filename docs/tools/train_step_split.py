@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from azshogi.commands.cli import run_tool
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.paths import replay_store_of
 from azshogi.formats.replay_store import ReplayStore
@@ -102,4 +103,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "train_step_split.py")

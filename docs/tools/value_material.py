@@ -24,6 +24,7 @@ from pathlib import Path
 import cshogi
 import numpy as np
 
+from azshogi.commands.cli import run_tool
 from azshogi.play.players import HAND_VALUES, PIECE_VALUES  # the greedy baseline's yardstick
 
 # the values of a hand's counts, in cshogi's hand order: pawn, lance, knight, silver, gold, bishop, rook
@@ -126,4 +127,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "value_material.py")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from azshogi.commands.cli import run_tool
 from azshogi.formats import checkpoint as ckpt
 
 
@@ -70,4 +71,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main, "wall_times.py")
