@@ -13,6 +13,7 @@ from azshogi.play.usi import UsiEngine
 
 MATE_IN_ONE = "4k4/9/4G4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
 IMPASSE = "+R+B+B+RK4/GGGG5/SSSS5/9/9/9/9/9/4k4 b 18P4N4L 1"  # black may declare (27 points)
+TSUME = "4k4/9/4P4/9/9/9/9/9/9 b G2r2b3g4s4n4l17p 1"  # a mate problem: no black king; G*5b mates
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +97,17 @@ def test_ponder_then_ponderhit(engine):
     assert bestmove(lines) in legal_usi(["7g7f", "3c3d"])
 
 
+def test_a_ponderhit_that_brings_the_clock_is_played_by_it(engine):
+    """ShogiHome's early ponder: `go ponder` without a clock, the clock with the ponderhit."""
+    engine.send("position startpos moves 7g7f 3c3d", "go ponder")
+    assert not any(line.startswith("bestmove") for line in engine.silent_for(0.3))
+    engine.send("ponderhit movetime 700")
+    start = time.monotonic()
+    lines = engine.until("bestmove", 5)
+    assert 0.5 < time.monotonic() - start < 2.0  # its 700 ms, not 800 simulations (a tiny net: a moment)
+    assert bestmove(lines) in legal_usi(["7g7f", "3c3d"])
+
+
 def test_bad_input_is_answered_and_the_engine_keeps_working(engine):
     engine.send("hello world", "", "setoption name NodesPerMove value lots", "setoption name NoSuchOption value 1",
                 "go nodes -5")
@@ -131,6 +143,16 @@ def test_mate_impasse_and_resign(engine):
     assert engine.until("checkmate", 5)[-1] == "checkmate nomate"
     engine.send(f"position sfen {MATE_IN_ONE}", "go mate 1000")
     assert engine.until("checkmate", 5)[-1] == "checkmate G*5b"
+    # A mate problem as GUIs send it: no king for the attacker; the search plays it too.
+    engine.send(f"position sfen {TSUME}", "go mate 1000")
+    assert engine.until("checkmate", 5)[-1] == "checkmate G*5b"
+    engine.send("go nodes 8")
+    assert bestmove(engine.until("bestmove", 5)) in {cshogi.move_to_usi(m) for m in cshogi.Board(TSUME).legal_moves}
+    # `go mate infinite` waits for stop; a new position without one stops it as stop would
+    engine.send("position startpos", "go mate infinite")
+    assert not any(line.startswith("checkmate") for line in engine.silent_for(0.3))
+    engine.send("position startpos moves 7g7f", "isready")
+    assert engine.until("readyok", 10)[-2] == "checkmate nomate"
 
 
 def test_a_client_hears_the_engine_name_a_checkpoint_it_cannot_load(tmp_path):
@@ -151,9 +173,10 @@ def test_gameover_and_quit_end_the_process(checkpoint):
         session.until("readyok", 60)
         session.send("position startpos", "go infinite")
         time.sleep(0.3)
-        session.send("gameover lose", "quit")
+        session.send("gameover lose")  # as stop: the go is answered (cshogi's match runner waits for it)
+        assert bestmove(session.until("bestmove", 10)) in legal_usi([])
+        session.send("quit")
         assert session.proc.wait(timeout=10) == 0
-        assert not any(line.startswith("bestmove") for line in session.silent_for(0.2))
     finally:
         session.close()
 
@@ -338,12 +361,13 @@ def test_a_runs_folder_plays_its_newest_checkpoint_as_training_goes_on(tmp_path)
 
 
 def test_what_a_gui_may_send_mid_game_keeps_the_protocol(engine, checkpoint):
-    """An empty `value` clears a string option (cshogi's Engine sends `value ` so); `isready`
+    """An empty `value` clears a string option (cshogi's Engine sends `value ` so): an empty
+    Checkpoint plays the one the engine was started with; `isready`
     during a search is answered at once and the search still ends in its bestmove; a position
     with other scripts' digits is refused, not replaced by the previous one; a clockless ponder
     ends once `ponderhit` comes; `go mate` keeps to its milliseconds and says when they ran out."""
     engine.send("\ufeffsetoption name Checkpoint value ", "isready")  # some hosts start with a BOM
-    assert any("no checkpoint" in line for line in engine.until("readyok", 30))
+    assert not any("error" in line for line in engine.until("readyok", 30))
     engine.send(f"setoption name Checkpoint value {checkpoint}", "isready")
     assert not any("error" in line for line in engine.until("readyok", 60))
 
@@ -452,3 +476,26 @@ def test_a_move_number_past_a_billion_is_not_taken_for_the_ply_limit(engine):
     lines = engine.until("bestmove", 20)
     depths = [int(line.split()[2]) for line in lines if line.startswith("info depth")]
     assert depths and max(depths) > 1, lines
+
+
+def test_a_launchers_path_with_spaces_or_other_letters_survives_a_gui_that_sends_defaults_back(tmp_path):
+    """ShogiHome reads an option's default up to its first space and sends it back: such a path
+    is declared <empty>, and an empty Checkpoint plays the one given. The output stays ASCII."""
+    folder = tmp_path / "my engines" / "将棋"
+    folder.mkdir(parents=True)
+    checkpoint = make_tiny_checkpoint(folder / "my net.pt")
+    session = UsiSession(str(checkpoint), "--option", "Dtype=fp32", "--option", "Threads=1")
+    try:
+        session.send("usi")
+        lines = session.until("usiok", 20)
+        assert "option name Checkpoint type filename default <empty>" in lines
+        session.send("setoption name Checkpoint value ", "isready")
+        lines = session.until("readyok", 60)
+        assert not any("error" in line for line in lines), lines
+        session.send("position startpos", "go nodes 8")
+        assert bestmove(session.until("bestmove", 10)) in legal_usi([])
+        session.send(f"setoption name Checkpoint value {tmp_path / '将棋.pt'}", "isready")
+        lines = session.until("readyok", 20)
+        assert all(line.isascii() for line in lines) and "\\u5c06\\u68cb.pt" in lines[-2], lines
+    finally:
+        session.close()

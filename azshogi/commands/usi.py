@@ -83,7 +83,12 @@ def main(argv=None) -> None:
                   f"newest, and azshogi-export network keeps this one for good", file=sys.stderr)
         return
     if checkpoint:
-        engine.defaults["Checkpoint"] = engine.options["Checkpoint"] = str(Path(checkpoint).resolve())
+        path = str(Path(checkpoint).resolve())
+        engine.started_with = engine.options["Checkpoint"] = path
+        # ShogiHome reads an option's default up to its first space and sends that back, and the
+        # engine's output is ASCII: a path with spaces or other letters is declared <empty>,
+        # which plays the path given here.
+        engine.defaults["Checkpoint"] = path if path.isascii() and not any(c.isspace() for c in path) else ""
     # GUIs on Windows may send paths in the system code page: keep undecodable bytes.
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="surrogateescape")

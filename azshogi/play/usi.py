@@ -122,14 +122,16 @@ class Job:
     clock_start: float
     stop: threading.Event = field(default_factory=threading.Event)
     ponderhit: threading.Event = field(default_factory=threading.Event)
-    silent: bool = False  # cancelled by gameover/quit: no bestmove
+    silent: bool = False  # cancelled by usinewgame/quit: no bestmove
     answered: bool = False  # its bestmove or checkmate is sent (the thread may still be ending)
     thread: Optional[threading.Thread] = None
+    hit_limits: Optional[GoLimits] = None  # the clock a `ponderhit` brought (ShogiHome's early ponder)
 
     @property
     def waiting(self) -> bool:
-        """bestmove must wait: `go infinite`, or pondering before `ponderhit`."""
-        return self.limits.infinite or self.pondering
+        """The answer must wait for `stop`: `go infinite`, `go mate infinite`, or pondering
+        before `ponderhit`."""
+        return self.limits.infinite or self.limits.mate == -1 or self.pondering
 
     @property
     def pondering(self) -> bool:
@@ -172,6 +174,7 @@ class UsiEngine:
         self.timer = StepTimer()  # calibrated by isready
         self._preloading: Optional[threading.Thread] = None
         self._torch_threads: Optional[int] = None  # PyTorch's own thread count, for Threads 0
+        self.started_with = ""  # the checkpoint given on the command line: what an empty Checkpoint plays
 
     def _int(self, name: str) -> int:
         """A spin option's value."""
@@ -198,7 +201,10 @@ class UsiEngine:
             self._write(line)
 
     def _write(self, line: str) -> None:
-        self.out.write(line + "\n")
+        # ASCII only: a path the GUI sent (Japanese folder names, or bytes of another code page
+        # kept by surrogateescape) is echoed escaped, which no GUI's decoder (cshogi's reads
+        # Shift-JIS) and no strict stdout fails on.
+        self.out.write(line.encode("ascii", "backslashreplace").decode("ascii") + "\n")
         self.out.flush()
 
     def error(self, message: str) -> None:
@@ -276,7 +282,8 @@ class UsiEngine:
         except Exception as e:
             self.engine, self._load_error = None, _reason(e)
             self.error(f"cannot load the model: {self._load_error}")
-        self.send("readyok")
+        finally:
+            self.send("readyok")
 
     def cmd_usinewgame(self, args, line):
         self._cancel()
@@ -288,7 +295,7 @@ class UsiEngine:
 
         self._finish_running()
         try:
-            start, moves = parse_position(args)
+            start, moves = parse_position(args, tsume=True)  # a mate problem may lack the attacker's king
             board_after(start, moves)
         except Exception as e:  # a PositionError, or whatever else fails: never the previous position
             self.position_ok = False
@@ -310,13 +317,21 @@ class UsiEngine:
             self._join()
 
     def cmd_ponderhit(self, args, line):
+        # `ponderhit btime B wtime W byoyomi Y`: the clock as it stands now (YaneuraOu's extension,
+        # ShogiHome's early ponder, whose `go ponder` has no clock)
         job = self.job
         if job is not None and job.limits.ponder:
             job.clock_start = time.perf_counter()
+            if args:
+                job.hit_limits = parse_go(args)
+                for message in job.hit_limits.errors:
+                    self.error(message.replace("go ", "ponderhit ", 1))
             job.ponderhit.set()
 
     def cmd_gameover(self, args, line):
-        self._cancel()
+        # As `stop`: a go still running is answered (YaneuraOu's way; cshogi's match runner,
+        # pondering, waits for that bestmove, and GUIs that stop first ignore it).
+        self.cmd_stop(args, line)
 
     def cmd_quit(self, args, line):
         self._cancel()
@@ -387,7 +402,7 @@ class UsiEngine:
         if self._torch_threads is None:
             self._torch_threads = torch.get_num_threads()
         torch.set_num_threads(self._int("Threads") or self._torch_threads)
-        given = self._str("Checkpoint")
+        given = self._str("Checkpoint") or self.started_with
         if not given:
             raise ValueError("no checkpoint: set the Checkpoint option (or start azshogi-usi with a path)")
         path = network_file(given)  # a run's folder: its newest checkpoint
@@ -466,12 +481,19 @@ class UsiEngine:
         batch = engine.settings.batch_for(max_nodes if time_plan is None else None)
         search, lines = engine.search, self._int("MultiPV")
 
+        hit_plan: list = []  # the budget of a clock that came with the ponderhit, once planned
+
         def plan_step(progress) -> int:
             if progress.step_leaves:
                 self.timer.observe(progress.step_leaves, progress.step_seconds)
             if job.stop.is_set():
                 return 0
-            if after_hit is not None and job.ponderhit.is_set() and progress.nodes >= after_hit:
+            clock = time_plan
+            if job.hit_limits is not None and job.ponderhit.is_set():
+                if not hit_plan:
+                    hit_plan.append(plan(job.hit_limits, board.turn == cshogi.BLACK, ply, self._int("TimeMargin")))
+                clock = hit_plan[0] or time_plan
+            if clock is None and after_hit is not None and job.ponderhit.is_set() and progress.nodes >= after_hit:
                 return 0
             now = time.perf_counter()
             if now - last_info[0] >= INFO_INTERVAL:
@@ -479,7 +501,7 @@ class UsiEngine:
                 self._info(search.report(0, progress.nodes, progress.seconds, lines))
             if limits.infinite:
                 return batch
-            return next_step(time_plan, now - job.clock_start, progress, self.timer, batch, job.pondering)
+            return next_step(clock, now - job.clock_start, progress, self.timer, batch, job.pondering)
 
         def prepared(reused: int) -> None:
             if reused:

@@ -24,9 +24,10 @@ class PositionError(ValueError):
     """A position or a move that cannot be used; the message says why."""
 
 
-def validate_sfen(sfen: str) -> str:
+def validate_sfen(sfen: str, tsume: bool = False) -> str:
     """Checks an SFEN (board, side, hands, optional move number) and returns it normalised to
-    four fields. Raises PositionError naming the problem."""
+    four fields. Raises PositionError naming the problem. `tsume`: the side to move may have no
+    king, as in a mate problem (the side not to move always needs its one)."""
     if not sfen.isascii():  # str.isdigit and int() take other scripts' digits; cshogi takes ASCII only
         raise PositionError(f"an SFEN is ASCII text, got {sfen!r}")
     fields = sfen.split()
@@ -84,8 +85,10 @@ def validate_sfen(sfen: str) -> str:
             i += 1
         if column != 9:
             raise PositionError(f"rank {r + 1} has {column} squares, not 9")
-    if kings != {"K": 1, "k": 1}:
-        raise PositionError(f"each side needs exactly one king, got {kings['K']} and {kings['k']}")
+    attacker = "K" if side == "b" else "k"
+    if kings != {"K": 1, "k": 1} and not (tsume and kings[attacker] == 0 and kings[attacker.swapcase()] == 1):
+        raise PositionError(f"each side needs exactly one king, got {kings['K']} and {kings['k']}"
+                            + (" (a mate problem may leave out the side to move's)" if tsume else ""))
     if hands != "-":
         consumed = 0
         for m in _HAND.finditer(hands):
@@ -109,8 +112,9 @@ def validate_sfen(sfen: str) -> str:
     return normalised
 
 
-def parse_position(tokens: Sequence[str]) -> tuple[Optional[str], list[str]]:
-    """Splits USI `position` arguments into (start SFEN or None for startpos, USI moves)."""
+def parse_position(tokens: Sequence[str], tsume: bool = False) -> tuple[Optional[str], list[str]]:
+    """Splits USI `position` arguments into (start SFEN or None for startpos, USI moves);
+    `tsume`: as validate_sfen's."""
     tokens = list(tokens)
     if not tokens:
         raise PositionError("position needs 'startpos' or 'sfen ...'")
@@ -122,7 +126,7 @@ def parse_position(tokens: Sequence[str]) -> tuple[Optional[str], list[str]]:
     if head == ["startpos"]:
         return None, moves
     if head and head[0] == "sfen":
-        sfen = validate_sfen(" ".join(head[1:]))
+        sfen = validate_sfen(" ".join(head[1:]), tsume)
         return (None if sfen == STARTPOS_SFEN else sfen), moves
     raise PositionError(f"position needs 'startpos' or 'sfen ...', got {' '.join(head)!r}")
 
