@@ -415,7 +415,9 @@ def validate(cfg: Config) -> Config:
            sp.resign_playout_share)
     _check(sp.opening_random_plies >= 0, "selfplay.opening_random_plies", "must be >= 0 (0 = off)",
            sp.opening_random_plies)
-    _check(rp.capacity >= 1, "replay.capacity", "must be >= 1", rp.capacity)
+    # the policy targets' ring holds 64 entries a position: 10 positions' room for one with all
+    # 593 legal moves
+    _check(rp.capacity >= 10, "replay.capacity", "must be >= 10 (positions)", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
     _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
     _check(t.lr > 0, "train.lr", "must be > 0", t.lr)

@@ -29,6 +29,7 @@ HYDRA_MISTAKES = [
     (["search.num_simulations=["], "'['"),
     (["resume=missing.pt"], "missing.pt"),
     # inf passes a range check (train.lr > 0) and would train into NaN weights
+    (["replay.capacity=9"], "replay.capacity=9: must be >= 10"),  # too small for one position's targets
     (["train.lr=inf"], "train.lr=inf: must be a finite number"),
     (["search.c_scale=inf"], "search.c_scale=inf: must be a finite number"),
     (["+stages.hot={from_checkpoint:2,set:{train:{lr:1e400}}}"], "stages.hot.set.train.lr=inf: must be a finite"),

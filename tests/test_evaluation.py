@@ -127,6 +127,12 @@ def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_p
     with pytest.raises(ConfigError, match="eval.usi_engine=.*no program '/nonexistent/engine'"):
         check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine="/nonexistent/engine --flag")))
     check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine=f"{sys.executable} -m azshogi.commands.usi")))
+    # an evaluation that could measure nothing: no opponent, or games that end in their random opening
+    with pytest.raises(ConfigError, match="eval.every=1: the evaluation plays no match"):
+        check_settings(tiny_config(eval=EvalConfig(every=1, anchors=[], previous=False)))
+    check_settings(tiny_config(eval=EvalConfig(every=0, anchors=[], previous=False)))
+    with pytest.raises(ConfigError, match=r"eval.opening_plies=24: .*ply limit \(24"):
+        check_settings(tiny_config(eval=EvalConfig(every=1, opening_plies=24, max_plies=24)))
 
 
 def test_the_loop_evaluates_every_n_checkpoints(tmp_path, monkeypatch):

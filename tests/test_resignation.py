@@ -368,3 +368,16 @@ def test_a_run_sets_its_threshold_from_its_played_out_games_and_resumes_exactly(
     fixed = load_loop(replace(cfg, selfplay=replace(cfg.selfplay, resign_target=0.0)), Path(one))
     assert fixed.selfplay.selfplay.resignation.threshold == 0.5 and fixed.resign_threshold() == 0.5
     fixed.selfplay.close()
+
+
+def test_a_phase_whose_games_all_resign_at_once_stops_the_run_naming_the_settings(tiny_config, tmp_path):
+    """Every game resigning at its first move gives no training position: the run would wait for
+    loop.positions_per_checkpoint for ever; it stops instead, naming the resignation settings."""
+    from azshogi.config import ConfigError
+    from azshogi.train.loop import Loop
+
+    cfg = tiny_config("selfplay.resign_threshold=0.99", "selfplay.resign_moves=1", "selfplay.resign_playout_share=0",
+                      "selfplay.num_actors=8", f"checkpoint_root={tmp_path}/ck", f"log_root={tmp_path}/logs")
+    with pytest.raises(ConfigError, match=r"1000 games in a row ended without a position to train on.*"
+                                          r"selfplay\.resign_threshold \(0\.99\)"):
+        Loop(cfg, show_progress=False).run()

@@ -308,3 +308,43 @@ def test_a_stop_after_a_start_from_a_whole_checkpoint_writes_the_phase_records_a
     assert list(again.written) == ["ckpt-00001-partial.pt"]
     more = records.read_bytes()
     assert len(more) > len(written) and more.startswith(written)
+
+
+def test_a_second_ctrl_c_while_the_checkpoint_is_written_waits_for_it(straight, monkeypatch):
+    """The stop's checkpoint and its game records are written whole: a second Ctrl-C that comes
+    while they are (which otherwise quits at once) is told to wait, and the run stops after."""
+    import os
+    import signal
+
+    from azshogi.train import loop as loop_module
+
+    root, _ = straight
+    written = loop_module.ckpt.save
+
+    def interrupted_save(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, in the middle of the writing
+        return written(*args, **kwargs)
+
+    monkeypatch.setattr(loop_module.ckpt, "save", interrupted_save)
+    stopped = RecordingLoop(config(root, "second-ctrl-c"), stop_after_games=1)
+    stopped.run()  # no KeyboardInterrupt
+    assert list(stopped.written) == ["ckpt-00000-partial.pt"]
+    assert (root / "logs" / "second-ctrl-c" / "hcpe3" / "ckpt-00000-partial.hcpe3").stat().st_size > 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_phase_stopped_after_its_last_step_says_it_had_no_training_since_the_resume(straight):
+    root, written = straight
+    cfg = config(root, "last-step")
+    run_dir = root / "checkpoints" / "last-step"
+    run_dir.mkdir(parents=True)
+    shutil.copy(root / "checkpoints" / "straight" / CHECKPOINTS[0], run_dir)
+    shutil.copytree(root / "checkpoints" / "straight" / "replay", run_dir / "replay")
+    steps = cfg.loop.steps_per_checkpoint
+    first = RecordingLoop(cfg, stop_after_steps=steps)  # the stop comes with the phase's last step
+    first.run()
+    (state,) = first.written.values()
+    assert state["counters"]["in_training"] and state["counters"]["phase_steps"] == steps
+    RecordingLoop(replace(cfg, loop=replace(cfg.loop, max_checkpoints=2))).run()
+    log = (root / "logs" / "last-step" / "azshogi.log").read_text()
+    assert "| no training step since the resume |" in log and not re.search(r"\bnan\b", log), log

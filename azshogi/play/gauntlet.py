@@ -97,6 +97,14 @@ def check_settings(cfg: Config) -> None:
                           f"(each anchor is one match of eval.games)")
     if cfg.eval.ladder > len(names):
         raise ConfigError(f"eval.ladder={cfg.eval.ladder}: the ladder has {len(names)} rungs")
+    ec = cfg.eval
+    if ec.every > 0 and not (ec.anchors or ec.ladder or ec.previous or ec.usi_engine):
+        raise ConfigError(f"eval.every={ec.every}: the evaluation plays no match: give eval.anchors, eval.ladder, "
+                          f"eval.previous or eval.usi_engine, or eval.every=0")
+    max_plies = ec.max_plies or cfg.rules.max_plies
+    if ec.every > 0 and ec.opening_plies >= max_plies:
+        raise ConfigError(f"eval.opening_plies={ec.opening_plies}: its random plies reach the games' ply limit "
+                          f"({max_plies}, eval.max_plies or rules.max_plies) before the network moves")
     command = cfg.eval.usi_engine
     if command and cfg.eval.every > 0:
         try:

@@ -29,7 +29,15 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from azshogi.config import ClusterBackend, Config, SearchKind, resolve_selfplay, stage_settings, stages_in_order
+from azshogi.config import (
+    ClusterBackend,
+    Config,
+    ConfigError,
+    SearchKind,
+    resolve_selfplay,
+    stage_settings,
+    stages_in_order,
+)
 from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import Hcpe3Writer
 from azshogi.formats.files import write_atomically
@@ -225,18 +233,20 @@ class Loop:
         if games is None:
             with self.clock.phase("pause"):
                 games = self.selfplay.state_dict()
-        with self.clock.phase("checkpoint"):
-            replay = self.stored_replay.checkpoint()
-            path = ckpt.save(self.state_dict(replay, games), self.paths.checkpoint(self.counters.checkpoints, partial),
-                             self.cfg.loop.keep_checkpoints)
-            self.stored_replay.written(path, replay)
-            self.stored_replay.prune(ckpt.list_checkpoints(self.paths.checkpoints))
-        if self.hcpe3 is not None:
-            with self.clock.phase("records"):
-                # The games whose positions entered the buffer since the previous checkpoint file;
-                # a second stop in the same phase (resumed from its -partial file) adds to that
-                # file's records; any other start writes them anew.
-                self.hcpe3.flush(self.paths.hcpe3(path), append=partial and self._resumed_from_file(path))
+        path = self.paths.checkpoint(self.counters.checkpoints, partial)
+        with stopping.writing():
+            if self.hcpe3 is not None:  # first: a crash between the two leaves records of games no
+                # checkpoint counts, never a checkpoint counting games no record holds
+                with self.clock.phase("records"):
+                    # The games whose positions entered the buffer since the previous checkpoint file;
+                    # a second stop in the same phase (resumed from its -partial file) adds to that
+                    # file's records; any other start writes them anew.
+                    self.hcpe3.flush(self.paths.hcpe3(path), append=partial and self._resumed_from_file(path))
+            with self.clock.phase("checkpoint"):
+                replay = self.stored_replay.checkpoint()
+                path = ckpt.save(self.state_dict(replay, games), path, self.cfg.loop.keep_checkpoints)
+                self.stored_replay.written(path, replay)
+                self.stored_replay.prune(ckpt.list_checkpoints(self.paths.checkpoints))
         return path
 
     def _resumed_from_file(self, path: Path) -> bool:
@@ -344,6 +354,7 @@ class Loop:
         stats.positions = stats.positions_before = c.positions_since_checkpoint
         stats.resign_threshold = self.resign_threshold()
         auto_resign = cfg.selfplay.resign_target > 0
+        barren = max(1000, 4 * cfg.selfplay.num_actors)  # games with no position, then no position will come
         reached = False
 
         def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
@@ -365,6 +376,13 @@ class Loop:
                     c.positions += positions
                     c.positions_since_checkpoint += positions
                     stats.add_game(game)
+                    if stats.games >= barren and c.positions_since_checkpoint == stats.positions_before:
+                        raise ConfigError(
+                            f"self-play: {stats.games} games in a row ended without a position to train on (each "
+                            f"resigned or ended before its first recorded move): the run would never reach "
+                            f"loop.positions_per_checkpoint; see selfplay.resign_threshold "
+                            f"({cfg.selfplay.resign_threshold:g}), selfplay.resign_moves, "
+                            f"selfplay.resign_playout_share")
                     if auto_resign and game.resign_levels is not None:  # a played-out game, for the threshold
                         resignation.tally(c.resign_counts, c.checkpoints + 1, game.resign_levels, game.record.winner)
                     with self.clock.phase("records"):
@@ -532,10 +550,12 @@ class Loop:
         played = (f"+{sp.games}, mean length {sp.mean_length:.0f}, B/W/D {sp.black_wins / g:.0%}/"
                   f"{sp.white_wins / g:.0%}/{sp.draws / g:.0%}{sp.resign_words()}" if sp.games else "+0")
         moves = f"{rate:.0f} moves/s{cheap}" if sp.moves else "no self-play since the resume"
+        # A phase resumed after its last step (a stop during it) has no step of this session's.
+        losses = (f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f}"
+                  + (f" opponent policy {opponent:.3f}" if opponent is not None else "")
+                  if tr.steps else "no training step since the resume")
         self.monitor.say(
-            f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} ({played}) | "
-            f"loss policy {tr.mean_policy_loss:.3f} value {tr.mean_value_loss:.3f}"
-            + (f" opponent policy {opponent:.3f}" if opponent is not None else "") + " | "
+            f"checkpoint {c.checkpoints}: step {c.train_steps} | games {c.games} ({played}) | {losses} | "
             f"{moves} | reuse {phase_reuse:.2f} | {path.name} | {times.summary()}"
             + (f" | {sp.driver.line}" if sp.driver.line else ""))
         if resign:

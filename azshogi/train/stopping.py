@@ -1,12 +1,14 @@
 """Ctrl-C and SIGTERM during training and pretraining: a request to stop after the current step,
 said on the screen at once, so that the checkpoint that follows holds whole steps. A second Ctrl-C
-stops at once (KeyboardInterrupt), without it. SIGTERM may well come twice (GNU timeout signals
-the child and then its process group): one request."""
+stops at once (KeyboardInterrupt), without it, except while a checkpoint and its records are
+being written (`writing`): that ends first, then the run stops. SIGTERM may well come twice (GNU
+timeout signals the child and then its process group): one request."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from azshogi.train.monitor import say_soon
 
@@ -20,6 +22,9 @@ def install(requested: Callable[[], bool], request: Callable[[], None], follows:
 
     def handle(signum, frame):
         if requested() and signum == signal.SIGINT:
+            if _writing.is_set():  # half a checkpoint's files would be worse than a second's wait
+                say_soon("Ctrl-C: the checkpoint is being written; the run stops once it is")
+                return
             raise KeyboardInterrupt
         if not requested():
             say_soon(("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
@@ -28,6 +33,19 @@ def install(requested: Callable[[], bool], request: Callable[[], None], follows:
         request()
 
     return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+_writing = threading.Event()
+
+
+@contextlib.contextmanager
+def writing() -> Iterator[None]:
+    """A block that a second Ctrl-C does not break: a checkpoint and its records being written."""
+    _writing.set()
+    try:
+        yield
+    finally:
+        _writing.clear()
 
 
 def restore(previous: Optional[dict]) -> None:
