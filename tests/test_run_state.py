@@ -84,3 +84,23 @@ def test_another_network_or_optimizer_is_refused_before_anything_is_loaded(tiny_
         other.load_state_dict(ckpt.split(ckpt.load(path), path).run, path)
     assert_same(plain(other.model.state_dict()), before, "untouched")
     assert other.counters.train_steps == 0
+
+
+def test_a_resume_with_other_settings_says_which_and_what_each_drops(tiny_config):
+    """Resuming a run's own checkpoint with other overrides: the start says each changed setting
+    (not the run's name, paths or checkpoint limit), and what a smaller window or fewer actors drop."""
+    from dataclasses import replace
+
+    from azshogi.config import to_plain
+    from azshogi.train.loop import changed_note
+
+    before = tiny_config()
+    after = replace(before, seed=7, run="elsewhere", loop=replace(before.loop, max_checkpoints=9),
+                    replay=replace(before.replay, capacity=50),
+                    selfplay=replace(before.selfplay, num_actors=3))
+    note = changed_note(to_plain(before), to_plain(after), Path("ckpt-00003.pt"), games=6)
+    assert note.startswith("settings changed since ckpt-00003.pt: ")
+    assert f"replay.capacity {before.replay.capacity} -> 50 (the window keeps its newest 50 positions" in note
+    assert f"selfplay.num_actors {before.selfplay.num_actors} -> 3 (of the 6 games in progress" in note
+    assert "seed 0 -> 7" in note and "run" not in note.split(":", 1)[1] and "max_checkpoints" not in note
+    assert changed_note(to_plain(before), to_plain(before), Path("ckpt-00003.pt"), games=6) == ""

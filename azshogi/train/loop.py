@@ -56,7 +56,7 @@ from azshogi.train.device_replay import DeviceReplay, on_device
 from azshogi.train.monitor import Monitor, Timer, log, setup_logging
 from azshogi.train.phases import PhaseClock, SelfPlayPhaseStats, TrainPhaseStats
 from azshogi.train.replay import ReplayBuffer, StoredReplay, seed_buffer
-from azshogi.train.run_state import RunCounters, RunState
+from azshogi.train.run_state import RunCounters, RunState, changed_since
 from azshogi.train.stages import config_at, entered, flat_stage_due, in_force, never_flat, play_config, stage_at
 from azshogi.train.trainer import Trainer
 
@@ -125,6 +125,26 @@ def _the_one_before(path: Path, given: bool) -> str:
             f"start the same command again")
 
 
+def changed_note(saved: dict, now: dict, path: Path, games: int) -> str:
+    """The line that says which settings differ from those `path` was written with (its run's
+    own checkpoint, resumed with other overrides), and what each costs where it drops data."""
+    changes = changed_since(saved, now)
+    if not changes:
+        return ""
+    words = []
+    for key, old, new in changes[:8]:
+        what = f"{key} {old} -> {new}"
+        if key == "replay.capacity" and isinstance(old, int) and isinstance(new, int) and new < old:
+            what += f" (the window keeps its newest {new:,} positions, for good)"
+        elif key == "selfplay.num_actors" and isinstance(new, int) and 0 < new < games:
+            what += f" (of the {games} games in progress, those past {new} actors are dropped)"
+        elif key == "seed":
+            what += " (new games' random streams; training's go on from the checkpoint's)"
+        words.append(what)
+    more = f", and {len(changes) - 8} more" if len(changes) > 8 else ""
+    return f"settings changed since {path.name}: " + "; ".join(words) + more
+
+
 class Loop:
     def __init__(self, cfg: Config, show_progress: bool = True):
         from azshogi.play.gauntlet import check_settings
@@ -148,6 +168,7 @@ class Loop:
         self.matches_running = False  # the rating matches run: a stop request interrupts them at once
         self.resumed_from: Optional[Path] = None
         self.resume_note = ""  # why resume= was left out (restore)
+        self.changed_note = ""  # settings changed since the checkpoint resumed from (restore_from)
         self.restored_games = 0  # games in progress the checkpoint resumed from held
 
     # --- state: the run state (run_state.py), the replay window and the games in progress ---
@@ -224,6 +245,9 @@ class Loop:
         except ReplayStoreError as e:  # a damaged segment of its window: an older window may not need it
             raise ReplayStoreError(f"{e}{_the_one_before(path, given)}") from None
         self.resumed_from = path
+        if not given:  # the run's own: a setting changed on the command line since is said, with what it does
+            self.changed_note = changed_note(ckpt.split(state, path).run["config"], self.run_state.plain_config,
+                                             path, self.restored_games)
 
     def save(self, partial: bool, games: Optional[dict] = None) -> Path:
         """Writes a checkpoint: the games in progress (`games`, or the driver's), the phase's new
@@ -314,8 +338,9 @@ class Loop:
 
     def say_start(self, seeded: Optional[str]) -> None:
         c, cfg = self.counters, self.cfg
-        if self.resume_note:
-            self.monitor.say(self.resume_note)
+        for note in (self.resume_note, self.changed_note):
+            if note:
+                self.monitor.say(note)
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
         if self.resumed_from:  # the bar counts this session's moves: say what the phase had before
             made = (f", {c.positions_since_checkpoint:,} of the {cfg.loop.positions_per_checkpoint:,} positions "

@@ -165,3 +165,27 @@ class RunState:
             raise ConfigError(
                 f"{path} holds the state of train.optimizer={saved.train.optimizer.value}, but the config asks "
                 f"for {now.train.optimizer.value}: use the same optimizer")
+
+
+# Settings a resume may change without it meaning anything for the run's data: where it is, how
+# far it goes; the stages say their own changes.
+_UNREMARKABLE = ("run", "resume", "checkpoint_root", "log_root", "loop.max_checkpoints", "stages")
+
+
+def _flat(node, prefix: str = "") -> dict:
+    if isinstance(node, dict):
+        out: dict = {}
+        for key, value in node.items():
+            out.update(_flat(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def changed_since(saved: dict, now: dict) -> list[tuple[str, object, object]]:
+    """(key, saved value, value now) of every setting that differs between a checkpoint's saved
+    config (read as this azshogi reads it: settings added since take their defaults) and the
+    config in force now at the same stage, but those a resume may change at no cost."""
+    before, after = _flat(to_plain(from_plain(saved))), _flat(now)
+    return [(key, before.get(key), value) for key, value in after.items()
+            if before.get(key) != value and not any(key == k or key.startswith(k + ".") for k in _UNREMARKABLE)]
+
