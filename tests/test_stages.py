@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from azshogi.config import ConfigError, LrSchedule, to_config
 from azshogi.formats import checkpoint as ckpt
 from azshogi.play.models import load_model
+from azshogi.train.loop import Loop
 from azshogi.train.stages import changes, config_at, entered, play_config, stage_at
 from azshogi.train.trainer import learning_rate
 
@@ -288,6 +289,22 @@ def test_resume_just_before_and_just_after_a_stage_continues_exactly(straight, s
     assert f"network {shape}, stage {start} of 2 ({now})" in said
     shutil.rmtree(root / "checkpoints" / f"resumed{start}", ignore_errors=True)
 
+
+
+def test_a_growth_stage_added_at_a_checkpoint_already_passed_is_named(straight):
+    """Checkpoint 1 holds the 1x16 network; a stage growing it from checkpoint 1 on (added to the
+    command after the fact) cannot apply there: the error names the stage and the first
+    checkpoint it may begin at, not a mismatch of model settings."""
+    root, _ = straight
+    cfg = to_config(compose_config(TINY + [r.replace("from_checkpoint:2", "from_checkpoint:1") for r in RUN]))
+    loop = Loop(run_config(cfg, root, "late-growth", resume=str(root / "checkpoints" / "straight" / NAMES[0])),
+                show_progress=False)
+    try:
+        with pytest.raises(ConfigError, match=r"stages\.big changes the network from checkpoint 1 on, .* at "
+                                              r"checkpoint 1 already .*1x16 network.*from_checkpoint >= 2"):
+            loop.restore()
+    finally:
+        loop.selfplay.close()
 
 
 def test_the_evaluation_after_a_stage_grew_the_network_plays_the_smaller_previous_one(tmp_path):

@@ -34,6 +34,7 @@ from azshogi.config import (
     Config,
     ConfigError,
     SearchKind,
+    from_plain,
     resolve_selfplay,
     stage_settings,
     stages_in_order,
@@ -199,8 +200,18 @@ class Loop:
         # The stage in force at that checkpoint, with a network of its shape for the saved weights;
         # the driver's processes have not started yet.
         counters = parts.run["counters"]
-        rebuilt = self.enter_stage(int(counters["checkpoints"]), parts.selfplay, resumed=True,
-                                   flat=counters.get("flat_starts", {}))
+        checkpoints, flat = int(counters["checkpoints"]), counters.get("flat_starts", {})
+        rebuilt = self.enter_stage(checkpoints, parts.selfplay, resumed=True, flat=flat)
+        saved = from_plain(parts.run["config"]).model
+        shaping = [(name, stage) for name, stage in in_force(self.base, checkpoints, flat)
+                   if any(key.startswith("model.") for key in stage_settings(stage))]
+        if saved != self.cfg.model and shaping:  # a stage added since, which would have grown it back then
+            name, stage = shaping[-1]
+            raise ConfigError(
+                f"stages.{name} changes the network from checkpoint {stage.from_checkpoint} on, and run "
+                f"'{self.cfg.run}' is at checkpoint {checkpoints} already ({path.name} holds a "
+                f"{saved.blocks}x{saved.channels} network): a stage that changes the network must begin after "
+                f"the newest checkpoint (from_checkpoint >= {checkpoints + 1}), or give a new run name")
         self.run_state.load_state_dict(parts.run, path)  # it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
         self.restored_games = in_progress.num_games(parts.selfplay)
