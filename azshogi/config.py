@@ -633,11 +633,13 @@ def _validate_stages(cfg: Config) -> None:
                 bad = str(e).split("=")[0]
                 raise ConfigError(f"{key}.set.{e}" if bad in stage_settings(stage)
                                   else f"{key} (from checkpoint {stage.from_checkpoint}): {e}") from None
+        # the ends after every start: a value set by a later stage is named by its own stage's check
+        for name, stage in ordered:
             if stage.until_checkpoint:
                 try:
                     validate(_in_force(base, ordered, stage.until_checkpoint, waiting))
                 except ConfigError as e:
-                    raise ConfigError(f"{key} (ending at checkpoint {stage.until_checkpoint}): {e}") from None
+                    raise ConfigError(f"stages.{name} (ending at checkpoint {stage.until_checkpoint}): {e}") from None
 
 
 def _in_force(cfg: Config, stages: List[tuple[str, StageConfig]], checkpoints: int, waiting: bool) -> Config:

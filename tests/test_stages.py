@@ -130,6 +130,11 @@ def test_a_stage_is_checked_with_the_settings_that_may_be_in_force_then():
         to_config(compose_config(TINY + [
             "+stages.deep={from_checkpoint:2,when_flat:2,set:{search:{num_simulations:12}}}",
             "+stages.cheap={from_checkpoint:3,set:{selfplay:{cheap_search_prob:0.5,cheap_simulations:6}}}"]))
+    # a value out of range in a later stage is that stage's, not the end of the one before it
+    with pytest.raises(ConfigError, match=r"^stages\.b\.set\.search\.max_num_considered_actions=600"):
+        to_config(compose_config(TINY + [
+            "+stages.a={from_checkpoint:2,until_checkpoint:3,set:{search:{num_simulations:2}}}",
+            "+stages.b={from_checkpoint:3,set:{search:{max_num_considered_actions:600}}}"]))
 
 
 @pytest.mark.parametrize("override, key", [
