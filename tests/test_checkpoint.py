@@ -151,6 +151,28 @@ def test_a_damaged_replay_segment_names_the_checkpoint_before_which_may_resume(t
     assert counters.checkpoints == 3  # from checkpoint 1, whose window ends before that segment
 
 
+def test_a_damaged_segment_that_several_windows_need_names_the_newest_checkpoint_without_it(tiny_config, tmp_path):
+    """Checkpoints 2 and 3 both need the segment of checkpoint 2's phase: the advice goes past
+    them to checkpoint 1 at once, rather than one checkpoint per try."""
+    from azshogi.formats.replay_store import ReplayStoreError
+    from azshogi.train.loop import train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1")
+    train(tiny_config(*small, "loop.max_checkpoints=3"), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    second = ckpt.load(run / "ckpt-00002.pt")["replay"]["segments"][-1]["file"]
+    assert second in {ref["file"] for ref in ckpt.load(run / "ckpt-00003.pt")["replay"]["segments"]}
+    (run / "replay" / second).unlink()
+    with pytest.raises(ReplayStoreError) as error:
+        train(tiny_config(*small, "loop.max_checkpoints=4"), show_progress=False)
+    assert str(error.value).endswith(
+        f"; the newest checkpoint whose window does not need it is ckpt-00001.pt: move ckpt-00003.pt and "
+        f"ckpt-00002.pt out of {run} and start the same command again"), str(error.value)
+    for name in ("ckpt-00003.pt", "ckpt-00002.pt"):
+        (run / name).rename(tmp_path / name)
+    assert train(tiny_config(*small, "loop.max_checkpoints=2"), show_progress=False).checkpoints == 2
+
+
 def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_config, tmp_path):
     from azshogi.train.loop import train
 

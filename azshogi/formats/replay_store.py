@@ -37,7 +37,7 @@ import hashlib
 import re
 import struct
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -53,7 +53,10 @@ MAX_ENTRIES_PER_POSITION = 65535  # u16 entry counts (a shogi position has at mo
 
 
 class ReplayStoreError(RuntimeError):
-    """A segment file is missing, truncated or corrupt; the message names it."""
+    """A segment file is missing, truncated or corrupt; the message names it (`file`: its name,
+    where one segment is at fault)."""
+
+    file: Optional[str] = None
 
 
 # --- one segment file ---
@@ -134,21 +137,31 @@ class ReplayStore:
             if first > at:
                 raise ReplayStoreError(f"{self.directory}: no segment holds replay positions {at} to {first - 1}")
             try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                raise ReplayStoreError(f"replay segment file missing: {path} (a checkpoint's replay window lives in "
-                                       f"the replay/ folder beside it: copy a run's whole folder)") from None
-            except OSError as e:
-                raise ReplayStoreError(f"cannot read replay segment {path}: {e}") from None
-            stored_first, block = decode(data, str(path))
-            if (stored_first, len(block)) != (first, count) or segment_name(data, first) != path.name:
-                raise ReplayStoreError(f"{path}: holds positions {stored_first} to {stored_first + len(block) - 1}, "
-                                       f"not the {first} to {first + count - 1} the checkpoint names")
+                stored_first, block, data = self._segment(path)
+                if (stored_first, len(block)) != (first, count) or segment_name(data, first) != path.name:
+                    raise ReplayStoreError(f"{path}: holds positions {stored_first} to "
+                                           f"{stored_first + len(block) - 1}, not the {first} to {first + count - 1} "
+                                           f"the checkpoint names")
+            except ReplayStoreError as e:
+                e.file = path.name
+                raise
             blocks.append(block.slice(at - first, min(end, first + count) - first))
             at = min(end, first + count)
         if at < end:
             raise ReplayStoreError(f"{self.directory}: no segment holds replay positions {at} to {end - 1}")
         return TrainingPositions.concatenate(blocks)
+
+    @staticmethod
+    def _segment(path: Path) -> tuple[int, TrainingPositions, bytes]:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ReplayStoreError(f"replay segment file missing: {path} (a checkpoint's replay window lives in "
+                                   f"the replay/ folder beside it: copy a run's whole folder)") from None
+        except OSError as e:
+            raise ReplayStoreError(f"cannot read replay segment {path}: {e}") from None
+        stored_first, block = decode(data, str(path))
+        return stored_first, block, data
 
     def files(self) -> list[Path]:
         if not self.directory.is_dir():

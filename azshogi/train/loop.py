@@ -113,13 +113,23 @@ def selfplay_driver(given: Config, cfg: Config, run_state: RunState, evaluator: 
     return local_driver(cfg, evaluator), ""
 
 
-def _the_one_before(path: Path, given: bool) -> str:
+def _the_one_before(path: Path, given: bool, without: Optional[str] = None) -> str:
     """What to do when checkpoint `path` cannot be read: start from the one before it, if any:
     with resume= where `path` was given so (a run with no checkpoint of its own), else by
-    moving `path` away from the run's folder."""
+    moving `path` away from the run's folder. `without`: a damaged replay segment, which the
+    older checkpoint's window must not need (else the next older one, and so on)."""
     older = ckpt.before(path) if path.exists() else None
+    while older is not None and without is not None and _needs(older, without):
+        older = ckpt.before(older)
     if older is None:
-        return ""
+        return (f"; no older checkpoint of the run has a replay window without {without}" if without else "")
+    if without is not None and ckpt.before(path) != older:  # the checkpoints between need it too
+        run = ckpt.list_checkpoints(path.parent)  # oldest first
+        skipped = [p.name for p in run[run.index(older) + 1:run.index(path)]]
+        if given:
+            return f"; the newest checkpoint whose window does not need it: give resume={older}"
+        return (f"; the newest checkpoint whose window does not need it is {older.name}: move {path.name} and "
+                f"{', '.join(skipped)} out of {path.parent} and start the same command again")
     if given:
         return f"; to start from the checkpoint before it, give resume={older}"
     return (f"; to resume from the checkpoint before it ({older.name}), move {path.name} out of {path.parent} and "
@@ -144,6 +154,15 @@ def changed_note(saved: dict, now: dict, path: Path, games: int) -> str:
         words.append(what)
     more = f", and {len(changes) - 8} more" if len(changes) > 8 else ""
     return f"settings changed since {path.name}: " + "; ".join(words) + more
+
+
+def _needs(path: Path, segment: str) -> bool:
+    """Whether checkpoint `path`'s replay window names the segment file `segment` (or `path`
+    cannot be read: no place to resume from either)."""
+    try:
+        return segment in {str(ref["file"]) for ref in ckpt.split(ckpt.load(path), path).replay["segments"]}
+    except Exception:
+        return True
 
 
 class Loop:
@@ -254,7 +273,7 @@ class Loop:
         try:
             self.load_state_dict(state, path)
         except ReplayStoreError as e:  # a damaged segment of its window: an older window may not need it
-            raise ReplayStoreError(f"{e}{_the_one_before(path, given)}") from None
+            raise ReplayStoreError(f"{e}{_the_one_before(path, given, without=e.file)}") from None
         self.resumed_from = path
         if not given:  # the run's own: a setting changed on the command line since is said, with what it does
             self.changed_note = changed_note(ckpt.split(state, path).run["config"], self.run_state.plain_config,
