@@ -141,7 +141,20 @@ def test_resuming_from_stops_mid_selfplay_and_mid_training_continues_exactly(str
     third.run()
     assert sorted(third.written) == CHECKPOINTS[phase - 1:]
     log = (root / "logs" / "stopped" / "azshogi.log").read_text()  # that phase's self-play was all before the stop
-    assert f"checkpoint {phase}: step" in log and "(+0) |" in log and "| no self-play since the resume |" in log, log
+    straight_log = (root / "logs" / "straight" / "azshogi.log").read_text()
+    # its games are counted all the same (kept in the -partial file), as the run that never stopped counted them
+    games = re.compile(rf"checkpoint {phase}: step \d+ \| (games \d+ \(\+\d+, mean length \d+, B/W/D [^)]*\))")
+    assert games.search(log) and games.search(log)[1] == games.search(straight_log)[1], (log, straight_log)
+    assert "| no self-play since the resume |" in log, log
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def games_curve(run: str) -> dict:
+        acc = EventAccumulator(str(root / "logs" / run), size_guidance={"scalars": 0})
+        acc.Reload()
+        return {e.step: e.value for e in acc.Scalars("selfplay/games")}
+
+    step = written[CHECKPOINTS[phase - 1]]["counters"]["train_steps"]
+    assert games_curve("stopped")[step] == games_curve("straight")[step] > 0  # no dip to 0 at a stop
     assert not re.search(r"\bnan\b", log), log
     for name in CHECKPOINTS[phase - 1:]:
         assert_continues(third.written[name], written[name], name)

@@ -338,8 +338,9 @@ class Loop:
             c = self.counters
             if self.evaluation_due():  # the checkpoint resumed from was written before its evaluation
                 self.resume_evaluation()
+            selfplay_stats = SelfPlayPhaseStats.resumed(c.phase_games)  # a stopped phase's games go on
             while not self.done():
-                selfplay_stats = SelfPlayPhaseStats()
+                selfplay_stats = SelfPlayPhaseStats.resumed(c.phase_games)
                 if not c.in_training:
                     self.selfplay_phase(selfplay_stats)  # 1
                     if self.stop_requested:
@@ -354,6 +355,7 @@ class Loop:
                     self.rate()
             if self.stop_requested:
                 c.wall_seconds += self.clock.elapsed()  # the stopped phase's time (the resumed session adds its own)
+                c.phase_games = selfplay_stats.snapshot()
                 path = self.save(partial=True)
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters
@@ -577,6 +579,7 @@ class Loop:
         c.in_training = False
         c.phase_steps = 0
         c.positions_since_checkpoint = 0
+        c.phase_games = {}
         self.run_state.average_checkpoint()  # train.average_decay: the network that plays
         resign = self.update_resign_threshold()
         stage = entered(self.base, c.checkpoints, c.flat_starts)

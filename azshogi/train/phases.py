@@ -28,6 +28,7 @@ import cshogi
 from azshogi.selfplay.drivers import DriverStatus, SelfPlayTotals
 from azshogi.selfplay.resignation import suggested_threshold
 from azshogi.shogi.game_record import SelfPlayGame
+from azshogi.shogi.rules import Termination
 
 PHASES = ("selfplay", "pause", "train", "checkpoint", "eval", "records")
 LABELS = {"selfplay": "self-play", "pause": "pause/resume", "train": "train", "checkpoint": "checkpoint",
@@ -38,8 +39,9 @@ LABELS = {"selfplay": "self-play", "pause": "pause/resume", "train": "train", "c
 class SelfPlayPhaseStats:
     """What a self-play phase has done so far: the progress bar shows it as it grows, the
     checkpoint line and TensorBoard at the phase's end. A phase resumed from a checkpoint counts
-    its positions from the phase's start (`positions_before` of them made before the resume), and
-    everything else from the resume."""
+    its positions (`positions_before` of them made before the resume) and its finished games
+    (`snapshot`, kept in the -partial checkpoint) from the phase's start; its moves, times and
+    resignations from the resume."""
 
     moves: int = 0  # moves played by every game in flight (positions searched)
     positions: int = 0  # training positions of the finished games, toward the phase's target
@@ -88,6 +90,22 @@ class SelfPlayPhaseStats:
         at = "" if self.resign_threshold is None else f" at {self.resign_threshold:.2f}"
         return (f", resigned {p.resigned}{at}, false {p.false_resigns}/{p.resign_playouts}"
                 + ("" if suggested is None else f", 5%: {suggested:.2f}"))
+
+    _SNAPSHOT = ("games", "game_moves", "black_wins", "white_wins", "draws")
+
+    def snapshot(self) -> dict:
+        """The finished games' figures, as a -partial checkpoint keeps them (RunCounters.phase_games)."""
+        return {**{k: getattr(self, k) for k in self._SNAPSHOT},
+                "terminations": {int(t): n for t, n in self.terminations.items()}}
+
+    @classmethod
+    def resumed(cls, snapshot: dict) -> "SelfPlayPhaseStats":
+        """A phase's figures that go on from a snapshot (empty: a new phase)."""
+        stats = cls()
+        for key in cls._SNAPSHOT:
+            setattr(stats, key, int(snapshot.get(key, 0)))
+        stats.terminations.update({Termination(int(t)): int(n) for t, n in snapshot.get("terminations", {}).items()})
+        return stats
 
     @property
     def new_positions(self) -> int:

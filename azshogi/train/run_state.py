@@ -55,6 +55,9 @@ class RunCounters:
     # counts on the threshold grid (the last selfplay.resign_window checkpoints')
     resign_threshold: Optional[float] = None
     resign_counts: dict[int, list] = field(default_factory=dict)
+    # a stopped phase's finished games so far (phases.SelfPlayPhaseStats.snapshot), so that its
+    # checkpoint's figures count them all; empty at a whole checkpoint
+    phase_games: dict = field(default_factory=dict)
 
     @property
     def sample_reuse(self) -> float:
