@@ -131,8 +131,10 @@ def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_p
     with pytest.raises(ConfigError, match="eval.every=1: the evaluation plays no match"):
         check_settings(tiny_config(eval=EvalConfig(every=1, anchors=[], previous=False)))
     check_settings(tiny_config(eval=EvalConfig(every=0, anchors=[], previous=False)))
-    with pytest.raises(ConfigError, match=r"eval.opening_plies=24: .*ply limit \(24"):
-        check_settings(tiny_config(eval=EvalConfig(every=1, opening_plies=24, max_plies=24)))
+    for plies in (24, 23):
+        with pytest.raises(ConfigError, match=rf"eval.opening_plies={plies}: .*ply limit \(24"):
+            check_settings(tiny_config(eval=EvalConfig(every=1, opening_plies=plies, max_plies=24)))
+    check_settings(tiny_config(eval=EvalConfig(every=1, opening_plies=22, max_plies=24)))
 
 
 def test_the_loop_evaluates_every_n_checkpoints(tmp_path, monkeypatch):

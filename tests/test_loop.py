@@ -263,6 +263,9 @@ def test_an_interrupted_evaluation_runs_again_on_resume(tiny_config, tmp_path, m
     run = tmp_path / "checkpoints" / "t"
     assert [p.name for p in ckpt.list_checkpoints(run)] == ["ckpt-00001.pt", "ckpt-00001-partial.pt"]
     assert "evaluation of checkpoint 1 interrupted" in (tmp_path / "logs" / "t" / "azshogi.log").read_text()
+    # the -partial file is of phase 2, which has no game yet: checkpoint 1's games are not its own
+    assert ckpt.load(run / "ckpt-00001-partial.pt")["counters"]["phase_games"] == {
+        "games": 0, "game_moves": 0, "black_wins": 0, "white_wins": 0, "draws": 0, "terminations": {}}
     done = []
     monkeypatch.setattr(gauntlet, "rate_checkpoint", lambda *args, **kwargs: done.append(args[4].checkpoint))
     counters = train(tiny_config("eval.every=1", "loop.max_checkpoints=2"), show_progress=False)

@@ -381,3 +381,25 @@ def test_a_phase_whose_games_all_resign_at_once_stops_the_run_naming_the_setting
     with pytest.raises(ConfigError, match=r"1000 games in a row ended without a position to train on.*"
                                           r"selfplay\.resign_threshold \(0\.99\)"):
         Loop(cfg, show_progress=False).run()
+
+
+def test_the_guard_counts_only_this_session_s_games_of_a_resumed_phase(tiny_config, tmp_path):
+    """A phase stopped after many games, resumed: its games before the stop had positions, so
+    the guard waits for 1,000 games of its own without one, not the first."""
+    import torch
+    from resume_helpers import RecordingLoop
+
+    from azshogi.config import ConfigError
+    from azshogi.formats import checkpoint as ckpt
+    from azshogi.train.loop import Loop
+
+    paths = (f"checkpoint_root={tmp_path}/ck", f"log_root={tmp_path}/logs", "selfplay.num_actors=8")
+    RecordingLoop(tiny_config(*paths), stop_after_games=1).run()
+    (partial,) = ckpt.list_checkpoints(tmp_path / "ck" / "t")
+    state = torch.load(partial, weights_only=False)
+    state["counters"]["phase_games"]["games"] = 100_000  # a long phase's games before its stop
+    torch.save(state, partial)
+    resigning = tiny_config(*paths, "selfplay.resign_threshold=0.99", "selfplay.resign_moves=1",
+                            "selfplay.resign_playout_share=0")
+    with pytest.raises(ConfigError, match=r"self-play: 1000 games in a row ended without a position"):
+        Loop(resigning, show_progress=False).run()

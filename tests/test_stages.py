@@ -310,6 +310,15 @@ def test_a_growth_stage_added_at_a_checkpoint_already_passed_is_named(straight):
             loop.restore()
     finally:
         loop.selfplay.close()
+    # a network setting changed by hand, with the stage in force when the checkpoint was written: not the stage's
+    cfg = to_config(compose_config(TINY + RUN + ["model.value_hidden=64"]))
+    loop = Loop(run_config(cfg, root, "other-head", resume=str(root / "checkpoints" / "straight" / NAMES[1])),
+                show_progress=False)
+    try:
+        with pytest.raises(ConfigError, match=r"holds a network with model\.blocks=2.* asks for .*64"):
+            loop.restore()
+    finally:
+        loop.selfplay.close()
 
 
 def test_the_evaluation_after_a_stage_grew_the_network_plays_the_smaller_previous_one(tmp_path):

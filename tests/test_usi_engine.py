@@ -14,6 +14,7 @@ from azshogi.play.usi import UsiEngine
 MATE_IN_ONE = "4k4/9/4G4/9/9/9/9/9/4K4 b G 1"  # G*5b mates
 IMPASSE = "+R+B+B+RK4/GGGG5/SSSS5/9/9/9/9/9/4k4 b 18P4N4L 1"  # black may declare (27 points)
 TSUME = "4k4/9/4P4/9/9/9/9/9/9 b G2r2b3g4s4n4l17p 1"  # a mate problem: no black king; G*5b mates
+TSUME_FAR = "k8/9/5G3/9/9/9/9/9/9 b 2r2b3g4s4n4l18p 1"  # black's gold far from white's king
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +147,11 @@ def test_mate_impasse_and_resign(engine):
     # A mate problem as GUIs send it: no king for the attacker; the search plays it too.
     engine.send(f"position sfen {TSUME}", "go mate 1000")
     assert engine.until("checkmate", 5)[-1] == "checkmate G*5b"
-    engine.send("go nodes 8")
-    assert bestmove(engine.until("bestmove", 5)) in {cshogi.move_to_usi(m) for m in cshogi.Board(TSUME).legal_moves}
+    engine.send("go nodes 8")  # a plain go plays the mate too: the search knows only games with both kings
+    assert bestmove(engine.until("bestmove", 5)) == "G*5b"
+    for position in (f"{TSUME} moves G*4b", f"{TSUME_FAR} moves 4c4b"):  # the defender to move, in check or
+        engine.send(f"position sfen {position}", "go nodes 8")  # not: no mate of the missing king
+        assert bestmove(engine.until("bestmove", 5)) == "resign"
     # `go mate infinite` waits for stop; a new position without one stops it as stop would
     engine.send("position startpos", "go mate infinite")
     assert not any(line.startswith("checkmate") for line in engine.silent_for(0.3))

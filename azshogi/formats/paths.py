@@ -53,7 +53,8 @@ def not_an_output(out: Path) -> Optional[str]:
     if out.exists() and not out.is_file():
         return "it exists and is not a file"
     if checkpoint_number(out) is not None and (out.exists() or holds_a_run(out.parent)):
-        return "a checkpoint's name (ckpt-NNNNN.pt) in a run's folder: the run would take it for its own"
+        return ("a checkpoint's name (ckpt-NNNNN.pt), over a file of that name or in a folder of a run's "
+                "checkpoints: a run would take it for one of its own")
     return None
 
 

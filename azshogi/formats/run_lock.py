@@ -34,17 +34,9 @@ def holding(path: Path, what: str) -> Iterator[None]:
         return
     path = Path(path)
     made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _locked(path, what)
     held = False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            raise RunInUse(f"{what} is in use by {holder} (its lock: {path}): two processes on one run would "
-                           f"overwrite each other's checkpoints; stop that one, or name this run otherwise "
-                           f"(run=NAME)") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
         held = True
@@ -56,3 +48,30 @@ def holding(path: Path, what: str) -> Iterator[None]:
                 with contextlib.suppress(OSError):
                     folder.rmdir()
         os.close(fd)  # the lock goes with it
+
+
+def _locked(path: Path, what: str) -> int:
+    """The lock file `path`, open and locked. A file another start removed (one that wrote
+    nothing) between our open and lock is opened again, so that two starts never hold two files."""
+    for _ in range(100):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # its folder removed in the moment between
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunInUse(f"{what} is in use by {holder} (its lock: {path}): two processes on one run would "
+                           f"overwrite each other's checkpoints; stop that one, or name this run otherwise "
+                           f"(run=NAME)") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # locked a file no longer there: again
+    raise RunInUse(f"{what}: its lock {path} kept disappearing")
+

@@ -102,9 +102,10 @@ def check_settings(cfg: Config) -> None:
         raise ConfigError(f"eval.every={ec.every}: the evaluation plays no match: give eval.anchors, eval.ladder, "
                           f"eval.previous or eval.usi_engine, or eval.every=0")
     max_plies = ec.max_plies or cfg.rules.max_plies
-    if ec.every > 0 and ec.opening_plies >= max_plies:
-        raise ConfigError(f"eval.opening_plies={ec.opening_plies}: its random plies reach the games' ply limit "
-                          f"({max_plies}, eval.max_plies or rules.max_plies) before the network moves")
+    if ec.every > 0 and ec.opening_plies > max_plies - 2:
+        raise ConfigError(f"eval.opening_plies={ec.opening_plies}: its random plies leave the players fewer than "
+                          f"two plies before the games' ply limit ({max_plies}, eval.max_plies or rules.max_plies): "
+                          f"the network would not move in every game")
     command = cfg.eval.usi_engine
     if command and cfg.eval.every > 0:
         try:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # numpy and the search are imported when a model loads: the e
 
 ENGINE_NAME = f"azshogi {__version__}"
 DEFAULT_NODES = 800  # simulations per move when `go` sets no clock and no node limit
+NO_KING = 81  # cshogi's king_square of a side without its king (a mate problem's attacker)
 INFO_INTERVAL = 1.0  # seconds between progress `info` lines
 WAITING_MATE_SECONDS = 0.2  # the root mate search's time where a `stop` is awaited (df-pn cannot hear it)
 
@@ -462,6 +463,8 @@ class UsiEngine:
             return self._bestmove(job, "resign")
         engine.retune(self.settings())  # NodesPerMove, ResignThreshold, Temperature(Plies) set since isready
         board = board_after(self.start_sfen, self.moves)
+        if NO_KING in (board.king_square(cshogi.BLACK), board.king_square(cshogi.WHITE)):
+            return self._mate_problem(job, board)
         ply = board.move_number - 1
         limits = job.limits
         time_plan = plan(limits, board.turn == cshogi.BLACK, ply, self._int("TimeMargin"))
@@ -526,6 +529,25 @@ class UsiEngine:
         usi = [cshogi.move_to_usi(m) for m in decision.pv[1:2]]
         ponder = usi[0] if usi and decision.move not in ("resign", "win") else None
         self._bestmove(job, decision.move, ponder)
+
+    def _mate_problem(self, job: Job, board) -> None:
+        """A plain `go` in a mate problem (a side without its king): the network and the search
+        know only whole games (cshogi's one-ply mate check would even mate the missing king), so
+        the answer is df-pn's mate, or resign."""
+        import cshogi
+
+        from azshogi.shogi.rules import mate_line
+
+        # the defender to move has no king to mate (and cshogi's one-ply check would find one)
+        has_target = board.king_square(1 - board.turn) != NO_KING
+        line = mate_line(board, max(self._int("MateSearchNodes"), 1) * 10) if has_target else []
+        if not line:
+            self.send("info string a position without both kings is a mate problem: no mate found (go mate "
+                      "searches one)")
+            return self._bestmove(job, "resign")
+        usi = [cshogi.move_to_usi(m) for m in line]
+        self.send(f"info depth {len(usi)} nodes 0 score mate {len(usi)} pv {' '.join(usi)}")
+        self._bestmove(job, usi[0], usi[1] if len(usi) > 1 else None)
 
     def _info(self, report, pv=None) -> None:
         """The search's figures: one `info ... pv` line, or with MultiPV k > 1 the k best root

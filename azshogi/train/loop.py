@@ -21,7 +21,7 @@ TensorBoard's perf/. A start that fails (a bad `resume=`, a seed file) leaves no
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -224,7 +224,10 @@ class Loop:
         saved = from_plain(parts.run["config"]).model
         shaping = [(name, stage) for name, stage in in_force(self.base, checkpoints, flat)
                    if any(key.startswith("model.") for key in stage_settings(stage))]
-        if saved != self.cfg.model and shaping:  # a stage added since, which would have grown it back then
+        unshaped = replace(self.base, stages={k: v for k, v in self.base.stages.items()
+                                              if k not in {name for name, _ in shaping}})
+        if shaping and saved != self.cfg.model and saved == config_at(unshaped, checkpoints, flat).model:
+            # the network before those stages: one added since, which would have grown it back then
             name, stage = shaping[-1]
             raise ConfigError(
                 f"stages.{name} changes the network from checkpoint {stage.from_checkpoint} on, and run "
@@ -288,6 +291,7 @@ class Loop:
             with self.clock.phase("pause"):
                 games = self.selfplay.state_dict()
         path = self.paths.checkpoint(self.counters.checkpoints, partial)
+        records_error: Optional[OSError] = None
         with stopping.writing():
             if self.hcpe3 is not None:  # first: a crash between the two leaves records of games no
                 # checkpoint counts, never a checkpoint counting games no record holds
@@ -295,12 +299,17 @@ class Loop:
                     # The games whose positions entered the buffer since the previous checkpoint file;
                     # a second stop in the same phase (resumed from its -partial file) adds to that
                     # file's records; any other start writes them anew.
-                    self.hcpe3.flush(self.paths.hcpe3(path), append=partial and self._resumed_from_file(path))
+                    try:
+                        self.hcpe3.flush(self.paths.hcpe3(path), append=partial and self._resumed_from_file(path))
+                    except OSError as e:  # the log disk (full, say): the checkpoint is written all the same
+                        records_error = e
             with self.clock.phase("checkpoint"):
                 replay = self.stored_replay.checkpoint()
                 path = ckpt.save(self.state_dict(replay, games), path, self.cfg.loop.keep_checkpoints)
                 self.stored_replay.written(path, replay)
                 self.stored_replay.prune(ckpt.list_checkpoints(self.paths.checkpoints))
+        if records_error is not None:
+            raise records_error
         return path
 
     def _resumed_from_file(self, path: Path) -> bool:
@@ -351,6 +360,7 @@ class Loop:
                 if self.stop_requested:
                     break
                 self.finish_checkpoint(selfplay_stats, train_stats)  # 4 (a stage entered), then 5: loop again
+                selfplay_stats = SelfPlayPhaseStats()  # a stop from here on is in the next phase, with no games yet
                 if self.evaluation_due():
                     self.rate()
             if self.stop_requested:
@@ -412,6 +422,7 @@ class Loop:
         stats.resign_threshold = self.resign_threshold()
         auto_resign = cfg.selfplay.resign_target > 0
         barren = max(1000, 4 * cfg.selfplay.num_actors)  # games with no position, then no position will come
+        games_before = stats.games  # a resumed phase's games before its stop (they had their positions)
         reached = False
 
         def between_moves() -> bool:  # asked between moves, after the games that just ended are counted
@@ -433,9 +444,10 @@ class Loop:
                     c.positions += positions
                     c.positions_since_checkpoint += positions
                     stats.add_game(game)
-                    if stats.games >= barren and c.positions_since_checkpoint == stats.positions_before:
+                    barren_games = stats.games - games_before
+                    if barren_games >= barren and c.positions_since_checkpoint == stats.positions_before:
                         raise ConfigError(
-                            f"self-play: {stats.games} games in a row ended without a position to train on (each "
+                            f"self-play: {barren_games} games in a row ended without a position to train on (each "
                             f"resigned or ended before its first recorded move): the run would never reach "
                             f"loop.positions_per_checkpoint; see selfplay.resign_threshold "
                             f"({cfg.selfplay.resign_threshold:g}), selfplay.resign_moves, "
