@@ -364,3 +364,19 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     resumed = evals_per_move(logs)[4:]
     assert (min(resumed) if workers == 0 else max(resumed)) >= 9, resumed
     assert "gumbel 12 simulations, 4 considered" in (logs / "azshogi.log").read_text().split("resumed from")[1]
+
+
+def test_records_that_cannot_be_written_do_not_keep_the_checkpoint_from_being_written(tiny_config, tmp_path,
+                                                                                      monkeypatch):
+    """The log disk full at a checkpoint: the error ends the run, after the checkpoint is written."""
+    import errno
+
+    from azshogi.formats.dlshogi import Hcpe3Writer
+
+    def full(self, path, append=False):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Hcpe3Writer, "flush", full)
+    with pytest.raises(OSError, match="No space left"):
+        train(tiny_config("loop.max_checkpoints=1", "selfplay.write_hcpe3=true"), show_progress=False)
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")] == ["ckpt-00001.pt"]
