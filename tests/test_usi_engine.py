@@ -88,24 +88,18 @@ def test_go_infinite_runs_until_stop(engine):
     assert bestmove(engine.until("bestmove", 5)) in legal_usi([])
 
 
-def test_ponder_then_ponderhit(engine):
-    engine.send("position startpos moves 7g7f 3c3d", "go ponder btime 0 wtime 0 byoyomi 400")
-    assert not any(line.startswith("bestmove") for line in engine.silent_for(0.8))
-    engine.send("ponderhit")
+@pytest.mark.parametrize("go, hit, fastest, slowest", [
+    ("go ponder btime 0 wtime 0 byoyomi 400", "ponderhit", 0.0, 0.4),
+    # ShogiHome's early ponder: `go ponder` without a clock, the clock with the ponderhit; its
+    # 700 ms, not 800 simulations (a tiny network: a moment)
+    ("go ponder", "ponderhit movetime 700", 0.5, 2.0)])
+def test_ponder_then_ponderhit(engine, go, hit, fastest, slowest):
+    engine.send("position startpos moves 7g7f 3c3d", go)
+    assert not any(line.startswith("bestmove") for line in engine.silent_for(0.5))
+    engine.send(hit)
     start = time.monotonic()
     lines = engine.until("bestmove", 5)
-    assert time.monotonic() - start < 0.4
-    assert bestmove(lines) in legal_usi(["7g7f", "3c3d"])
-
-
-def test_a_ponderhit_that_brings_the_clock_is_played_by_it(engine):
-    """ShogiHome's early ponder: `go ponder` without a clock, the clock with the ponderhit."""
-    engine.send("position startpos moves 7g7f 3c3d", "go ponder")
-    assert not any(line.startswith("bestmove") for line in engine.silent_for(0.3))
-    engine.send("ponderhit movetime 700")
-    start = time.monotonic()
-    lines = engine.until("bestmove", 5)
-    assert 0.5 < time.monotonic() - start < 2.0  # its 700 ms, not 800 simulations (a tiny net: a moment)
+    assert fastest < time.monotonic() - start < slowest
     assert bestmove(lines) in legal_usi(["7g7f", "3c3d"])
 
 
