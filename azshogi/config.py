@@ -15,6 +15,10 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+# the longest exhaustive mate search (cshogi's mate_move) a setting may ask for: its time grows
+# many times every two plies (an arena match at 15 plies: 13 s for two games; at 99 it never ended)
+MAX_MATE_PLIES = 11
+
 
 class ConfigError(ValueError):
     """A setting is out of range or contradicts another; the message names the key."""
@@ -377,8 +381,9 @@ def validate(cfg: Config) -> Config:
     _check(s.virtual_loss >= 0, "search.virtual_loss", "must be >= 0", s.virtual_loss)
     _check(r.max_plies >= 1, "rules.max_plies", "must be >= 1", r.max_plies)
     _check(r.impasse_rule in (24, 27), "rules.impasse_rule", "allowed: 24, 27", r.impasse_rule)
-    _check(r.mate_adjudication_plies == 0 or (r.mate_adjudication_plies % 2 == 1),
-           "rules.mate_adjudication_plies", "must be 0 (off) or an odd number of plies",
+    _check(r.mate_adjudication_plies == 0 or (r.mate_adjudication_plies % 2 == 1
+                                               and r.mate_adjudication_plies <= MAX_MATE_PLIES),
+           "rules.mate_adjudication_plies", f"must be 0 (off) or an odd number of plies up to {MAX_MATE_PLIES}",
            r.mate_adjudication_plies)
     _check(sp.num_actors >= 0, "selfplay.num_actors", "must be >= 1 (or 0 = auto)", sp.num_actors)
     _check(sp.num_workers >= -1, "selfplay.num_workers", "must be >= 0 (or -1 = auto)", sp.num_workers)

@@ -515,3 +515,54 @@ def test_an_engine_that_keeps_failing_ends_the_match_and_says_the_score_of_the_g
     # three failures each lose a game and restart it; the fourth ends the match
     assert "3 of 6 games finished before the failure: W-L-D 3-0-0" in out, out
     assert err.startswith("azshogi-arena: error: ") and "the match ends" in err, err
+
+
+def test_openings_and_records_that_would_mislead_are_refused_in_one_line(tmp_path, capsys):
+    """A `position` line with nothing after it, a file that is not UTF-8, an opening at the ply
+    limit, random walks that cannot reach their plies, a records folder of another match: each
+    ends in one line; a byte-order mark is no part of the file."""
+    def error(*args) -> str:
+        with pytest.raises(SystemExit) as exit_:
+            arena.main(["random", "greedy", "--games", "2", "--quiet", *args])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.count("\n") == 1, err
+        return err
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("position\n")
+    assert f"{bad}:1: position needs 'startpos' or 'sfen ...'" in error("--openings", f"file:{bad}")
+    bad.write_bytes(b"\xff\xfe\x00bad\n")
+    assert f"{bad}: not UTF-8 text" in error("--openings", f"file:{bad}")
+    bad.write_text("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 500\n")
+    assert "starts at ply 499, not before the ply limit 320" in error("--openings", f"file:{bad}")
+    assert "walks of 400 random plies each ended the game first" in error("--openings", "random:400")
+    bad.write_bytes("\ufeffstartpos moves 7g7f\n".encode("utf-8"))
+    arena.main(["random", "greedy", "--games", "2", "--quiet", "--openings", f"file:{bad}",
+                "--records", str(tmp_path / "games")])
+    capsys.readouterr()
+    assert "holds the records of another match (game-0000.csa" in error("--records", str(tmp_path / "games"))
+
+
+def test_a_repetition_counts_the_positions_of_the_opening():
+    """An opening that has been through the start position three times: its fourth is fourfold."""
+    openings = Openings("startpos")
+    openings.positions = [(None, ["5i5h", "5a5b", "5h5i", "5b5a"] * 2)]
+
+    class Back(Player):  # the kings step out and back: the start position again
+        def __init__(self, name):
+            self.name = name
+
+        def choose(self, turns):
+            return [Choice({0: "5i5h", 1: "5a5b", 2: "5h5i", 3: "5b5a"}[len(t.moves) % 4]) for t in turns]
+
+    result = play_match(Back("a"), Back("b"), 1, openings=openings, progress=False)
+    assert result.games[0].record.termination == Termination.REPETITION and len(result.games[0].record) == 12
+
+
+def test_in_flight_past_the_games_sizes_nothing_more_and_mate_plies_is_bounded(checkpoint, capsys):
+    arena.main([f"search:{checkpoint}", "random", "--games", "2", "--max-plies", "4", "--in-flight", "100000",
+                "-a", "nodes=4", "--quiet"])  # trees for 2 games, not 100,000
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["games"] == 2
+    with pytest.raises(SystemExit):
+        arena.main(["random", f"gumbel:{checkpoint}", "--games", "2", "-b", "mate_plies=13", "--quiet"])
+    assert "mate_plies='13': takes an integer in [0, 11]" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 
 import cshogi
 import numpy as np
@@ -158,6 +159,7 @@ def test_the_console_script_runs(tmp_path, capsys, monkeypatch):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "c" / "cli" / "ckpt-00000.pt").is_file()
     assert sorted(os.listdir(tmp_path)) == ["c", "l", "t.hcpe"]  # no Hydra outputs/ folder
+    assert f"continue with self-play: azshogi run=cli model=tiny checkpoint_root={tmp_path / 'c'}" in done.stderr
     # Its last line's command continues the run (the network's shape and the folders included),
     # here with a tiny self-play phase appended (`azshogi` in this process: test_loop.py runs
     # the command as a process of its own).
@@ -237,3 +239,15 @@ def test_ctrl_c_stops_pretraining_after_the_step_in_progress_and_writes_its_chec
     said = capsys.readouterr().err
     assert "stopped at step 3 of 50" in said
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers given back
+    # A second Ctrl-C while that checkpoint is written waits for it
+    import azshogi.train.pretrain as pretrain_module
+
+    written = pretrain_module.save
+
+    def interrupted_save(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        return written(*args)
+
+    monkeypatch.setattr(pretrain_module, "save", interrupted_save)
+    path = pretrain(replace(cfg, run="pre2"), show_progress=False)  # no KeyboardInterrupt
+    assert ckpt.load(path)["counters"]["train_steps"] == 3

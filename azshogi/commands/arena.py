@@ -65,6 +65,7 @@ def main(argv=None) -> None:
     # A bar only on a terminal: piped or redirected, its frames would end up in the output.
     args.quiet = args.quiet or not draws_bars(sys.stderr)
     rules = Rules(max_plies=args.max_plies, impasse_rule=args.impasse_rule)
+    args.in_flight = min(args.in_flight, args.games)  # network players size their trees for these games
     if args.player_b == "ladder":
         return _ladder(args, a_options, b_options, rules)
     players: list[Player] = []
@@ -131,12 +132,16 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
         if twice:  # a rung's match is kept by its name: a second one would replace the first
             fail(PROGRAM, f"--rungs names {', '.join(twice)} more than once: each rung is one match "
                           f"(--games sets its games)")
+        records = Path(args.records) if args.records else None
+        older = sorted(records.glob("*/game-*.*")) if records is not None and records.is_dir() else []
+        if older:  # a rung's game-0000 would replace another ladder's, and the rest would stay
+            fail(PROGRAM, f"--records {records}: holds the records of another ladder ({older[0]}, ...): give a new "
+                          f"folder")
         print(ladder_plan(rungs, args.games), flush=True)
         player = make_player(args.player_a, a_options, rules=rules, max_games=args.in_flight, seed=args.seed * 2,
                              device=args.device, dtype=args.dtype)
         if player.note():
             print(player.note())
-        records = Path(args.records) if args.records else None
 
         def keep(name, opponent, game) -> None:
             if records is not None:

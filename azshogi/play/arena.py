@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import cshogi
 import numpy as np
@@ -68,7 +68,8 @@ class Openings:
             moves = random_plies(cshogi.Board(), self.plies, self.rng, Rules())
             if len(moves) == self.plies:
                 return moves
-        return []
+        raise ValueError(f"openings {self.spec!r}: 100 walks of {self.plies} random plies each ended the game first: "
+                         f"give fewer plies")
 
 
 @dataclass
@@ -197,6 +198,16 @@ class _Game:
         return self.first_ply + len(self.moves)
 
 
+def _positions(start: Optional[str], moves: Sequence[str]) -> collections.Counter:
+    """How often each position (by its hash) occurs from `start` through `moves`."""
+    board = cshogi.Board(start) if start else cshogi.Board()
+    seen = collections.Counter([board.zobrist_hash()])
+    for usi in moves:
+        board.push_usi(usi)
+        seen[board.zobrist_hash()] += 1
+    return seen
+
+
 def _end(game: _Game, winner: Optional[int], termination: Termination, reason: str) -> MatchGame:
     return MatchGame(game.index, game.a_is_black, reason,
                      GameRecord(list(game.moves), termination, winner, game.start_sfen, game.started))
@@ -254,6 +265,10 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
     openings = openings or Openings()
     result = MatchResult(player_a.name, player_b.name)
     if records_dir is not None:
+        older = sorted(records_dir.glob("game-*.*")) if records_dir.is_dir() else []
+        if older:  # game-0000 of this match would replace that of another, and the rest would stay
+            raise ValueError(f"--records {records_dir}: holds the records of another match ({older[0].name}, ...): "
+                             f"give a new folder")
         records_dir.mkdir(parents=True, exist_ok=True)
     pending = collections.deque(range(games))
     active: list[_Game] = []
@@ -283,7 +298,11 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
                 board = board_after(start, opening)
                 game = _Game(index, index % 2 == 0, start, list(opening), board,
                              (cshogi.Board(start).move_number - 1) if start else 0)
-                game.seen[board.zobrist_hash()] += 1
+                if game.ply >= rules.max_plies:
+                    raise ValueError(f"opening {index // 2 + 1} ({openings.spec}) starts at ply {game.ply}, not before "
+                                     f"the ply limit {rules.max_plies} (--max-plies): its games would be draws before "
+                                     f"a move")
+                game.seen.update(_positions(start, opening))  # a repetition counts the opening's positions too
                 active.append(game)  # before the players hear of it: a failed start is forgotten below
                 for player in (player_a, player_b):
                     player.new_game(index)

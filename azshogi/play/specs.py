@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
+from azshogi.config import MAX_MATE_PLIES
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.play.engine import Engine
 from azshogi.play.ladder import rung_player
@@ -87,7 +88,8 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     elif kind == "gumbel":
         simulations = _number(spec, options, "simulations", None, low=1)
         considered = _number(spec, options, "considered", None, low=2, high=593)  # as search.max_num_considered_actions
-        mate, resign = _number(spec, options, "mate_plies", 3), _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
+        mate = _number(spec, options, "mate_plies", 3, high=MAX_MATE_PLIES)
+        resign = _number(spec, options, "resign", 0.0, float, 0.0, 1.0)
         if mate % 2 == 0 and mate:  # a mate is the attacker's move: an odd number of plies
             raise ValueError(f"player {spec!r}: mate_plies={mate}: takes 0 (off) or an odd number of plies")
         evaluator, cfg = _checkpoint(spec, arg, max_games, device, dtype)

@@ -151,22 +151,26 @@ def read_openings(path: str) -> list[tuple[Optional[str], list[str]]]:
     """An opening file: one position per line as `startpos [moves ...]`, `sfen ... [moves ...]`,
     `position ...` or a bare SFEN. Blank lines and lines starting with '#' are skipped."""
     openings = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            tokens = text.split()
-            if tokens[0] == "position":
-                tokens = tokens[1:]
-            if tokens[0] not in ("startpos", "sfen"):
-                tokens = ["sfen"] + tokens
-            try:
-                start, moves = parse_position(tokens)
-                board_after(start, moves)
-            except PositionError as e:
-                raise PositionError(f"{path}:{number}: {e}") from None
-            openings.append((start, moves))
+    try:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows' Notepad) is no part of it
+            lines = f.readlines()
+    except UnicodeDecodeError:
+        raise PositionError(f"{path}: not UTF-8 text (an openings file is one position per line)") from None
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        tokens = text.split()
+        if tokens[0] == "position":
+            tokens = tokens[1:]
+        if tokens and tokens[0] not in ("startpos", "sfen"):
+            tokens = ["sfen"] + tokens
+        try:
+            start, moves = parse_position(tokens)
+            board_after(start, moves)
+        except PositionError as e:
+            raise PositionError(f"{path}:{number}: {e}") from None
+        openings.append((start, moves))
     if not openings:
         raise PositionError(f"{path}: no positions")
     return openings

@@ -90,10 +90,13 @@ def continue_command(cfg: Config) -> str:
     default = Config()
     if cfg.model != default.model:
         presets = sorted(files("azshogi.conf").joinpath("model").iterdir(), key=lambda f: f.name)
+        # a preset names the shape; model.opponent_policy, in no preset, is added where it is on
+        shape = {k: v for k, v in vars(cfg.model).items() if k != "opponent_policy"}
         named = [f.name[:-len(".yaml")] for f in presets
-                 if f.name.endswith(".yaml")
-                 and OmegaConf.to_container(OmegaConf.create(f.read_text())) == vars(cfg.model)]
-        args += [f"model={named[0]}"] if named else [f"model.{k}={v}" for k, v in vars(cfg.model).items()]
+                 if f.name.endswith(".yaml") and OmegaConf.to_container(OmegaConf.create(f.read_text())) == shape]
+        args += [f"model={named[0]}"] if named else [f"model.{k}={v}" for k, v in shape.items()]
+        if cfg.model.opponent_policy:
+            args.append("model.opponent_policy=true")
     if cfg.train.optimizer != default.train.optimizer:
         args.append(f"train.optimizer={cfg.train.optimizer.name}")
     for key in ("checkpoint_root", "log_root"):
@@ -163,12 +166,15 @@ def pretrain(cfg: Config, show_progress: bool = True) -> Path:
                     value_accuracy = "n/a (all draws)" if math.isnan(m.value_accuracy) else f"{m.value_accuracy:.1%}"
                     monitor.say(f"step {c.train_steps}: test policy loss {m.policy_loss:.3f} accuracy "
                                 f"{m.policy_accuracy:.1%} | value loss {m.value_loss:.3f} accuracy {value_accuracy}")
+            monitor.close_bar()
+            if stop.is_set():
+                monitor.say(f"stopped at step {c.train_steps} of {p.steps}: the checkpoint holds the network as it "
+                            f"is (a pretraining does not resume: self-play continues it, or pretrain again into a "
+                            f"new run name)")
+            with stopping.writing():  # a second Ctrl-C waits for it
+                path = save(run, paths)
         finally:
             stopping.restore(previous)
-        monitor.close_bar()
-        if stop.is_set():
-            monitor.say(f"stopped at step {c.train_steps} of {p.steps}")
-        path = save(run, paths)
         monitor.say(f"wrote {path}: continue with self-play: {continue_command(cfg)}")
         return path
     finally:
