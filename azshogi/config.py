@@ -662,6 +662,8 @@ def _check_data_files(paths: List[str], key: str) -> None:
     for i, path in enumerate(paths):
         _check(str(path).endswith((".hcpe", ".hcpe3")), f"{key}[{i}]",
                "must be a .hcpe or .hcpe3 file (dlshogi's formats)", path)
+        _check(str(path) not in map(str, paths[:i]), f"{key}[{i}]",
+               "is named before in the list (its positions would count twice)", path)
 
 
 def to_config(cfg: DictConfig | Config) -> Config:

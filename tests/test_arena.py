@@ -566,3 +566,9 @@ def test_in_flight_past_the_games_sizes_nothing_more_and_mate_plies_is_bounded(c
     with pytest.raises(SystemExit):
         arena.main(["random", f"gumbel:{checkpoint}", "--games", "2", "-b", "mate_plies=13", "--quiet"])
     assert "mate_plies='13': takes an integer in [0, 11]" in capsys.readouterr().err
+
+
+def test_a_player_name_is_one_line_of_text(capsys):
+    with pytest.raises(SystemExit):
+        arena.main(["random", "greedy", "-a", "name=a\nb", "--games", "2", "--quiet"])
+    assert "name='a\\nb': takes printable text (no line breaks)" in capsys.readouterr().err

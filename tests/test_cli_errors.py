@@ -30,6 +30,7 @@ HYDRA_MISTAKES = [
     (["resume=missing.pt"], "missing.pt"),
     # inf passes a range check (train.lr > 0) and would train into NaN weights
     (["replay.capacity=9"], "replay.capacity=9: must be >= 10"),  # too small for one position's targets
+    (["replay.seed_files=[a.hcpe,a.hcpe]"], "replay.seed_files[1]='a.hcpe': is named before in the list"),
     (["train.lr=inf"], "train.lr=inf: must be a finite number"),
     (["search.c_scale=inf"], "search.c_scale=inf: must be a finite number"),
     (["+stages.hot={from_checkpoint:2,set:{train:{lr:1e400}}}"], "stages.hot.set.train.lr=inf: must be a finite"),

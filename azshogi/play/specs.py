@@ -68,6 +68,8 @@ def make_player(spec: str, options: Optional[dict] = None, *, rules: Rules, max_
     options = dict(options or {})
     kind, _, arg = spec.partition(":")
     name = options.pop("name", None)
+    if name is not None and (not name.strip() or not name.isprintable()):  # a record's header line each
+        raise ValueError(f"player {spec!r}: name={name!r}: takes printable text (no line breaks)")
     if kind in _OPTIONS:
         unknown = sorted(set(options) - set(_OPTIONS[kind]))
         if unknown:
