@@ -349,7 +349,6 @@ class Loop:
                 self.resume_evaluation()
             selfplay_stats = SelfPlayPhaseStats.resumed(c.phase_games)  # a stopped phase's games go on
             while not self.done():
-                selfplay_stats = SelfPlayPhaseStats.resumed(c.phase_games)
                 if not c.in_training:
                     self.selfplay_phase(selfplay_stats)  # 1
                     if self.stop_requested:
