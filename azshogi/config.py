@@ -382,7 +382,7 @@ def validate(cfg: Config) -> Config:
     _check(r.max_plies >= 1, "rules.max_plies", "must be >= 1", r.max_plies)
     _check(r.impasse_rule in (24, 27), "rules.impasse_rule", "allowed: 24, 27", r.impasse_rule)
     _check(r.mate_adjudication_plies == 0 or (r.mate_adjudication_plies % 2 == 1
-                                               and r.mate_adjudication_plies <= MAX_MATE_PLIES),
+                                               and 0 < r.mate_adjudication_plies <= MAX_MATE_PLIES),
            "rules.mate_adjudication_plies", f"must be 0 (off) or an odd number of plies up to {MAX_MATE_PLIES}",
            r.mate_adjudication_plies)
     _check(sp.num_actors >= 0, "selfplay.num_actors", "must be >= 1 (or 0 = auto)", sp.num_actors)
@@ -697,9 +697,24 @@ def _known_keys(data: dict, schema) -> dict:
     return out
 
 
+def _as_checked_now(data: dict) -> dict:
+    """A saved config in the forms today's checks accept, where an older azshogi allowed more
+    and reading it back changes nothing that plays: a data file named twice in a list (the files
+    are not read again), a self-play mate adjudication past MAX_MATE_PLIES (at most that)."""
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for section, key in (("replay", "seed_files"), ("pretrain", "train_files"), ("pretrain", "test_files")):
+        if isinstance(data.get(section, {}).get(key), list):
+            data[section][key] = list(dict.fromkeys(map(str, data[section][key])))
+    plies = data.get("rules", {}).get("mate_adjudication_plies")
+    if isinstance(plies, int) and plies > MAX_MATE_PLIES:
+        data["rules"]["mate_adjudication_plies"] = MAX_MATE_PLIES
+    return data
+
+
 def from_plain(data: dict) -> Config:
     """Inverse of `to_plain` (for a checkpoint's saved config). Settings that a later azshogi
-    removed are ignored, so older checkpoints stay readable."""
-    merged = OmegaConf.merge(OmegaConf.structured(Config), _known_keys(data, Config))
+    removed are ignored, and values it no longer takes are read in the forms it does, so older
+    checkpoints stay readable."""
+    merged = OmegaConf.merge(OmegaConf.structured(Config), _as_checked_now(_known_keys(data, Config)))
     assert isinstance(merged, DictConfig)
     return to_config(merged)

@@ -535,7 +535,9 @@ def test_openings_and_records_that_would_mislead_are_refused_in_one_line(tmp_pat
     assert f"{bad}: not UTF-8 text" in error("--openings", f"file:{bad}")
     bad.write_text("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 500\n")
     assert "starts at ply 499, not before the ply limit 320" in error("--openings", f"file:{bad}")
-    assert "walks of 400 random plies each ended the game first" in error("--openings", "random:400")
+    assert "walks of 2000 random plies each ended the game first" in error("--openings", "random:2000",
+                                                                            "--max-plies", "3000")
+    assert "starts at ply 330, not before the ply limit 320" in error("--openings", "random:330")
     bad.write_bytes("\ufeffstartpos moves 7g7f\n".encode("utf-8"))
     arena.main(["random", "greedy", "--games", "2", "--quiet", "--openings", f"file:{bad}",
                 "--records", str(tmp_path / "games")])

@@ -15,7 +15,7 @@ from conftest import TINY, compose_config, docs_tool
 from resume_helpers import RecordingLoop, assert_continues, run_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from azshogi.config import ConfigError, LrSchedule, to_config
+from azshogi.config import ConfigError, LrSchedule, from_plain, to_config, to_plain
 from azshogi.formats import checkpoint as ckpt
 from azshogi.play.models import load_model
 from azshogi.train.loop import Loop
@@ -162,13 +162,23 @@ def test_a_bad_stage_fails_at_start_up_naming_its_key(override, key):
 
 
 def test_the_removed_deeper_keys_are_refused_and_ignored_in_saved_configs():
-    from azshogi.config import from_plain, to_plain
-
     with pytest.raises(Exception, match="deeper_from_checkpoint"):
         to_config(compose_config(TINY + ["selfplay.deeper_from_checkpoint=41"]))
     plain = to_plain(to_config(compose_config(TINY)))
     plain["selfplay"].update(deeper_from_checkpoint=41, deeper_simulations=64, deeper_considered=16)
     assert from_plain(plain) == to_config(compose_config(TINY))  # an older checkpoint's config loads
+
+
+def test_a_saved_config_that_an_older_azshogi_took_still_reads_back():
+    """Values refused on the command line since (a data file named twice, a mate adjudication
+    past 11 plies) do not make a checkpoint unreadable: they are read in the forms taken now."""
+    plain = to_plain(to_config(compose_config(TINY)))
+    plain["rules"]["mate_adjudication_plies"] = 13
+    plain["pretrain"]["train_files"] = ["a.hcpe", "a.hcpe", "b.hcpe3"]
+    cfg = from_plain(plain)
+    assert cfg.rules.mate_adjudication_plies == 11 and cfg.pretrain.train_files == ["a.hcpe", "b.hcpe3"]
+    with pytest.raises(ConfigError, match="rules.mate_adjudication_plies=-1"):
+        to_config(compose_config(TINY + ["rules.mate_adjudication_plies=-1"]))
 
 
 # A stage at checkpoint 2 that changes every kind of thing the loop rebuilds: the network
@@ -306,7 +316,17 @@ def test_a_growth_stage_added_at_a_checkpoint_already_passed_is_named(straight):
                 show_progress=False)
     try:
         with pytest.raises(ConfigError, match=r"stages\.big changes the network from checkpoint 1 on, .* at "
-                                              r"checkpoint 1 already .*1x16 network.*from_checkpoint >= 2"):
+                                              r"checkpoint 1 already .*from before that stage.*from_checkpoint >= 2"):
+            loop.restore()
+    finally:
+        loop.selfplay.close()
+    # a second growth added after one that grew the network in its time
+    cfg = to_config(compose_config(TINY + RUN + ["+stages.bigger={from_checkpoint:3,set:{model:{channels:32}}}"]))
+    loop = Loop(run_config(cfg, root, "later-growth", resume=str(root / "checkpoints" / "straight" / NAMES[2])),
+                show_progress=False)
+    try:
+        with pytest.raises(ConfigError, match=r"stages\.bigger changes the network from checkpoint 3 on.*"
+                                              r"from_checkpoint >= 4"):
             loop.restore()
     finally:
         loop.selfplay.close()

@@ -64,8 +64,9 @@ class Openings:
         return self._random[pair]
 
     def _random_moves(self) -> list:
+        walk = Rules(max_plies=self.plies + 1)  # the walk's own length is no end (the match's limit is checked)
         for _ in range(100):  # a walk that would end the game stops short: another try
-            moves = random_plies(cshogi.Board(), self.plies, self.rng, Rules())
+            moves = random_plies(cshogi.Board(), self.plies, self.rng, walk)
             if len(moves) == self.plies:
                 return moves
         raise ValueError(f"openings {self.spec!r}: 100 walks of {self.plies} random plies each ended the game first: "

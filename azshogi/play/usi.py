@@ -536,11 +536,15 @@ class UsiEngine:
         the answer is df-pn's mate, or resign."""
         import cshogi
 
-        from azshogi.shogi.rules import mate_line
+        from azshogi.shogi.rules import mate_line, mate_nodes
 
-        # the defender to move has no king to mate (and cshogi's one-ply check would find one)
+        # as long as the move's time allows (df-pn cannot hear a stop: WAITING_MATE_SECONDS where
+        # one is awaited); the defender to move has no king to mate (cshogi's one-ply check would)
+        time_plan = plan(job.limits, board.turn == cshogi.BLACK, board.move_number - 1, self._int("TimeMargin"))
+        seconds = time_plan.target if time_plan is not None else WAITING_MATE_SECONDS if job.waiting else None
+        nodes = mate_nodes(self._int("MateSearchNodes") * 10 if self._flag("MateSearch") else 0, seconds)
         has_target = board.king_square(1 - board.turn) != NO_KING
-        line = mate_line(board, max(self._int("MateSearchNodes"), 1) * 10) if has_target else []
+        line = mate_line(board, nodes) if has_target else []
         if not line:
             self.send("info string a position without both kings is a mate problem: no mate found (go mate "
                       "searches one)")

@@ -221,19 +221,14 @@ class Loop:
         counters = parts.run["counters"]
         checkpoints, flat = int(counters["checkpoints"]), counters.get("flat_starts", {})
         rebuilt = self.enter_stage(checkpoints, parts.selfplay, resumed=True, flat=flat)
-        saved = from_plain(parts.run["config"]).model
-        shaping = [(name, stage) for name, stage in in_force(self.base, checkpoints, flat)
-                   if any(key.startswith("model.") for key in stage_settings(stage))]
-        unshaped = replace(self.base, stages={k: v for k, v in self.base.stages.items()
-                                              if k not in {name for name, _ in shaping}})
-        if shaping and saved != self.cfg.model and saved == config_at(unshaped, checkpoints, flat).model:
-            # the network before those stages: one added since, which would have grown it back then
-            name, stage = shaping[-1]
+        late = self._stage_added_late(from_plain(parts.run["config"]).model, checkpoints, flat)
+        if late is not None:
+            name, stage = late
             raise ConfigError(
                 f"stages.{name} changes the network from checkpoint {stage.from_checkpoint} on, and run "
-                f"'{self.cfg.run}' is at checkpoint {checkpoints} already ({path.name} holds a "
-                f"{saved.blocks}x{saved.channels} network): a stage that changes the network must begin after "
-                f"the newest checkpoint (from_checkpoint >= {checkpoints + 1}), or give a new run name")
+                f"'{self.cfg.run}' is at checkpoint {checkpoints} already ({path.name} holds its network from "
+                f"before that stage): a stage that changes the network must begin after the newest checkpoint "
+                f"(from_checkpoint >= {checkpoints + 1}), or give a new run name")
         self.run_state.load_state_dict(parts.run, path)  # it checks the network and optimizer
         self.stored_replay.restore(parts.replay, path)
         self.restored_games = in_progress.num_games(parts.selfplay)
@@ -242,6 +237,22 @@ class Loop:
         automatic = self.automatic_resign_threshold()
         if automatic is not None:  # where the run had set one
             self.selfplay.set_resign_threshold(automatic)
+
+    def _stage_added_late(self, saved, checkpoints: int, flat: dict) -> Optional[tuple]:
+        """(name, stage) of the stage that changes the network, in force at `checkpoints`, without
+        which (and the later ones) the network is the checkpoint's `saved` one: a stage added to
+        the command after that checkpoint, which would have changed the network back then. None
+        where the networks agree, or differ for another reason."""
+        if saved == self.cfg.model:
+            return None
+        shaping = [(name, stage) for name, stage in in_force(self.base, checkpoints, flat)
+                   if any(key.startswith("model.") for key in stage_settings(stage))]
+        for k in reversed(range(len(shaping))):  # the newest first, then with the ones before it
+            late = {name for name, _ in shaping[k:]}
+            without = replace(self.base, stages={n: v for n, v in self.base.stages.items() if n not in late})
+            if config_at(without, checkpoints, flat).model == saved:
+                return shaping[k]
+        return None
 
     def restore(self) -> None:
         """Resumes from the run's newest checkpoint, if any. `resume=PATH` starts the run from
@@ -294,7 +305,8 @@ class Loop:
         records_error: Optional[OSError] = None
         with stopping.writing():
             if self.hcpe3 is not None:  # first: a crash between the two leaves records of games no
-                # checkpoint counts, never a checkpoint counting games no record holds
+                # checkpoint counts rather than a checkpoint counting games no record holds (records
+                # that cannot be written are said after the checkpoint is)
                 with self.clock.phase("records"):
                     # The games whose positions entered the buffer since the previous checkpoint file;
                     # a second stop in the same phase (resumed from its -partial file) adds to that
