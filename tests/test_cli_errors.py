@@ -269,3 +269,24 @@ def test_the_docs_tools_name_a_damaged_checkpoint_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"wall_times.py: error: cannot read {tmp_path / 'ckpt-00001.pt'}"), err
+
+
+@pytest.mark.parametrize("tool, args, said", [
+    ("forward_cost.py", ["--batches", "0"], "--batches, --threads and --windows must be >= 1"),
+    ("forward_cost.py", ["--seconds", "0"], "--seconds > 0"),
+    ("policy_spread.py", ["x.pt", "--games", "0"], "--games and --plies must be >= 1"),
+    ("resign_counts.py", ["checkpoints/x", "--target", "2"], "--target 2.0: a share of false resignations"),
+    ("ladder_calibration.py", ["--games", "0"], "--games 0: must be >= 1"),
+])
+def test_the_docs_tools_check_their_numbers_before_any_work(tool, args, said, capsys, tmp_path):
+    from conftest import docs_tool
+
+    module = docs_tool(f"docs/tools/{tool}")
+    with pytest.raises(SystemExit) as exit_:
+        (module.parse_args if hasattr(module, "parse_args") else module.main)(args)
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
+    if tool == "ladder_calibration.py":  # --out before the first game, not after it
+        (tmp_path / "folder").mkdir()
+        with pytest.raises(SystemExit):
+            module.parse_args(["--out", str(tmp_path / "folder")])
+        assert "cannot be written (a folder)" in capsys.readouterr().err
