@@ -545,19 +545,20 @@ STAGE_KEYS = (("model.blocks", "model.channels")
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
+def dotted(node: Any, prefix: str = "") -> Dict[str, Any]:
+    """A nested mapping as dotted keys ({"search": {"num_simulations": 64}} -> {"search.num_simulations":
+    64}); dotted keys already in it stay as they are, an empty mapping is a value of its own."""
+    if not (isinstance(node, dict) and node):
+        return {prefix: node}
+    out: Dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(dotted(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
 def stage_settings(stage: StageConfig) -> Dict[str, Any]:
     """A stage's settings as dotted keys ({"search.num_simulations": 64}), nested or dotted alike."""
-    out: Dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict) and value:
-            for key, sub in value.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), sub)
-        else:
-            out[prefix] = value
-
-    walk("", dict(stage.set))
-    return out
+    return dotted(dict(stage.set))
 
 
 def stages_in_order(cfg: Config) -> List[tuple[str, StageConfig]]:

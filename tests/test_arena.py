@@ -543,6 +543,12 @@ def test_openings_and_records_that_would_mislead_are_refused_in_one_line(tmp_pat
                 "--records", str(tmp_path / "games")])
     capsys.readouterr()
     assert "holds the records of another match (game-0000.csa" in error("--records", str(tmp_path / "games"))
+    ladder = ["random", "ladder", "--rungs", "greedy", "--games", "2", "--quiet", "--records", str(tmp_path / "rungs")]
+    arena.main(ladder)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        arena.main(ladder)
+    assert "holds the records of another ladder" in capsys.readouterr().err
 
 
 def test_a_repetition_counts_the_positions_of_the_opening():

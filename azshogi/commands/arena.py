@@ -117,7 +117,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     """Player A against the ladder's rungs: a summary per rung, the rating, a JSON last line."""
     from pathlib import Path
 
-    from azshogi.play.arena import write_game
+    from azshogi.play.arena import older_records, write_game
     from azshogi.play.ladder import RUNGS, named_twice, play_ladder, rung
     from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
@@ -133,9 +133,9 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
             fail(PROGRAM, f"--rungs names {', '.join(twice)} more than once: each rung is one match "
                           f"(--games sets its games)")
         records = Path(args.records) if args.records else None
-        older = sorted(records.glob("*/game-*.*")) if records is not None and records.is_dir() else []
+        older = older_records(records, "*/game-*.*") if records is not None else None
         if older:  # a rung's game-0000 would replace another ladder's, and the rest would stay
-            fail(PROGRAM, f"--records {records}: holds the records of another ladder ({older[0]}, ...): give a new "
+            fail(PROGRAM, f"--records {records}: holds the records of another ladder ({older}, ...): give a new "
                           f"folder")
         print(ladder_plan(rungs, args.games), flush=True)
         player = make_player(args.player_a, a_options, rules=rules, max_games=args.in_flight, seed=args.seed * 2,

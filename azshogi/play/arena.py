@@ -103,6 +103,12 @@ def write_game(path: Path, game: MatchGame, name_a: str, name_b: str) -> None:
         write_kif(path, game.record, names)
 
 
+def older_records(folder: Path, pattern: str = "game-*.*") -> Optional[Path]:
+    """The first game record `pattern` finds in `folder` (another match's, that a new one's
+    names would replace), or None."""
+    return min(folder.glob(pattern), default=None) if folder.is_dir() else None
+
+
 def _wins_losses_draws(games) -> tuple[int, int, int]:
     """Player A's wins, losses and draws in `games`."""
     wins = sum(g.a_score == 1.0 for g in games)
@@ -266,9 +272,9 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
     openings = openings or Openings()
     result = MatchResult(player_a.name, player_b.name)
     if records_dir is not None:
-        older = sorted(records_dir.glob("game-*.*")) if records_dir.is_dir() else []
+        older = older_records(records_dir)
         if older:  # game-0000 of this match would replace that of another, and the rest would stay
-            raise ValueError(f"--records {records_dir}: holds the records of another match ({older[0].name}, ...): "
+            raise ValueError(f"--records {records_dir}: holds the records of another match ({older.name}, ...): "
                              f"give a new folder")
         records_dir.mkdir(parents=True, exist_ok=True)
     pending = collections.deque(range(games))

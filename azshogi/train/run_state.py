@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from azshogi.config import Config, ConfigError, from_plain, to_plain
+from azshogi.config import Config, ConfigError, dotted, from_plain, to_plain
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.nn.network import PolicyValueNet, from_config, weights_finite
 from azshogi.train import averaging
@@ -175,20 +175,11 @@ class RunState:
 _UNREMARKABLE = ("run", "resume", "checkpoint_root", "log_root", "loop.max_checkpoints", "stages")
 
 
-def _flat(node, prefix: str = "") -> dict:
-    if isinstance(node, dict):
-        out: dict = {}
-        for key, value in node.items():
-            out.update(_flat(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: node}
-
-
 def changed_since(saved: dict, now: dict) -> list[tuple[str, object, object]]:
     """(key, saved value, value now) of every setting that differs between a checkpoint's saved
     config (read as this azshogi reads it: settings added since take their defaults) and the
     config in force now at the same stage, but those a resume may change at no cost."""
-    before, after = _flat(to_plain(from_plain(saved))), _flat(now)
+    before, after = dotted(to_plain(from_plain(saved))), dotted(now)
     return [(key, before.get(key), value) for key, value in after.items()
             if before.get(key) != value and not any(key == k or key.startswith(k + ".") for k in _UNREMARKABLE)]
 
