@@ -23,6 +23,9 @@ from azshogi.shogi.positions import (
     ("lnsg+kgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "cannot be promoted"),
     ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 20P 1", "pieces of kind P"),
     ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 2X 1", "malformed hands"),
+    # one letter twice: cshogi sets up one count or the other (PP: one pawn; 9P9P: nine), not the sum
+    ("lnsgkgsnl/1r5b1/9/9/9/9/9/1B5R1/LNSGKGSNL b 9P9P 1", "twice"),
+    ("lnsgkgsnl/1r5b1/9/9/9/9/9/1B5R1/LNSGKGSNL b PP 1", "twice"),
     ("lnsgkgsnP/1r5b1/ppppppppp/9/9/9/PPPPPPPP1/1B5R1/LNSGKGSNL b - 1", "last rank"),
     ("lnsgkgsnl/1r5b1/ppppppppp/9/9/4P4/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "nifu"),
     ("4k4/4R4/9/9/9/9/9/9/4K4 b - 1", "not to move is in check"),
@@ -40,6 +43,7 @@ def test_rejects(sfen, why):
 def test_accepts_and_normalises():
     assert validate_sfen(STARTPOS_SFEN) == STARTPOS_SFEN
     assert validate_sfen("4k4/9/4G4/9/9/9/9/9/4K4 b G") == "4k4/9/4G4/9/9/9/9/9/4K4 b G 1"
+    assert validate_sfen("4k4/9/4G4/9/9/9/9/9/4K4 b G2Pp 1") == "4k4/9/4G4/9/9/9/9/9/4K4 b G2Pp 1"  # P and p
     assert parse_position(["sfen", *STARTPOS_SFEN.split(), "moves", "7g7f"]) == (None, ["7g7f"])
     assert parse_position(["startpos"]) == (None, [])
 

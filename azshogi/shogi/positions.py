@@ -90,7 +90,7 @@ def validate_sfen(sfen: str, tsume: bool = False) -> str:
         raise PositionError(f"each side needs exactly one king, got {kings['K']} and {kings['k']}"
                             + (" (a mate problem may leave out the side to move's)" if tsume else ""))
     if hands != "-":
-        consumed = 0
+        consumed, letters = 0, set()
         for m in _HAND.finditer(hands):
             if m.start() != consumed:
                 break
@@ -98,6 +98,9 @@ def validate_sfen(sfen: str, tsume: bool = False) -> str:
             n = int(m.group(1)) if m.group(1) else 1
             if n < 1:
                 raise PositionError(f"hand count must be >= 1 in {hands!r}")
+            if m.group(2) in letters:  # cshogi would take one of the counts, or their sum, not both
+                raise PositionError(f"{m.group(2)!r} written twice in hands {hands!r}: write its count once (2P)")
+            letters.add(m.group(2))
             counts[m.group(2).upper()] += n
         if consumed != len(hands):
             raise PositionError(f"malformed hands {hands!r}")
