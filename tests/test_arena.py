@@ -137,6 +137,8 @@ def test_resign_false_declaration_and_illegal_moves_lose(answer, reason):
     check_consistent(result, 2)
     assert result.losses == 2
     assert all(reason in g.reason for g in result.games)
+    ending = Termination.RESIGN if answer == "resign" else Termination.ILLEGAL_MOVE
+    assert all(g.record.termination == ending for g in result.games)
 
 
 def test_impasse_declaration_from_an_opening_file(tmp_path):
@@ -498,7 +500,7 @@ def test_an_engine_that_exits_or_hangs_loses_that_game_on_time_and_is_started_ag
     hangs.timeout = 1.0  # a minute past its clock in a real match
     result = play_match(GreedyPlayer(1), hangs, 2, rules=Rules(max_plies=3), in_flight=1, progress=False)
     hangs.close()
-    assert [g.record.termination for g in result.games] == [Termination.RESIGN, Termination.TIME_UP]
+    assert [g.record.termination for g in result.games] == [Termination.ILLEGAL_MOVE, Termination.TIME_UP]
     first, second = map(int, (tmp_path / "pids").read_text().split())
     with pytest.raises(ProcessLookupError):  # the hung engine was stopped, not left running
         os.kill(first, 0)

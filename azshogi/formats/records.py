@@ -13,20 +13,22 @@ from cshogi import CSA, KIF
 
 from azshogi.formats.files import write_atomically
 from azshogi.shogi.game_record import GameRecord
-from azshogi.shogi.rules import FOURFOLD, Termination
+from azshogi.shogi.rules import FOURFOLD, Termination, mate_line
 
 # How each ending is written. KIF's words are from the view of cshogi's exporter: 'resign' =
 # the side to move resigned, 'illegal_lose' / 'illegal_win' = the last mover lost / won by an
-# illegal action (perpetual check); 'time_up' (切れ負け: the side to move lost on time) is
-# written here, cshogi's exporter lacking it. The endings that are not the rules' own are written
-# below.
+# illegal action (perpetual check). The words of _KIF_OWN are written here: cshogi's exporter
+# lacks them, or writes 入玉宣言, a word KIF readers do not know. The endings that are not the
+# rules' own are written below.
 _KIF_END = {
     Termination.CHECKMATE: "resign",
     Termination.RESIGN: "resign",
     Termination.REPETITION: "sennichite",
     Termination.IMPASSE: "win",
     Termination.TIME_UP: "time_up",
+    Termination.ILLEGAL_MOVE: "illegal_move",
 }
+_KIF_OWN = {"time_up": "切れ負け", "illegal_move": "反則負け", "win": "入玉勝ち"}  # the side to move's loss / win
 _CSA_END = {
     Termination.CHECKMATE: "%TORYO",
     Termination.RESIGN: "%TORYO",
@@ -37,7 +39,11 @@ _CSA_END = {
     Termination.IMPASSE_DRAW: "%JISHOGI",
     Termination.MATE_ADJUDICATION: "%CHUDAN",
     Termination.TIME_UP: "%TIME_UP",
+    Termination.ILLEGAL_MOVE: "%ILLEGAL_MOVE",
 }
+# A mate adjudication's line, played out in CSA records (CSA has no ending for a side to move that
+# wins): df-pn's node limit, far more than a mate within config.MAX_MATE_PLIES needs.
+_MATE_NODES = 1_000_000
 _SIDE = {cshogi.BLACK: ("先手", "black"), cshogi.WHITE: ("後手", "white")}
 
 
@@ -93,17 +99,31 @@ def _ending(termination: Termination, board: cshogi.Board, occurrences: int) -> 
                                f"24-point rule", None)
     # mated, resigned or out of time: the side to move lost; an impasse declared: the side to move won
     winner = {Termination.CHECKMATE: mover, Termination.RESIGN: mover, Termination.TIME_UP: mover,
-              Termination.IMPASSE: to_move}.get(termination)
+              Termination.ILLEGAL_MOVE: mover, Termination.IMPASSE: to_move}.get(termination)
     return _Ending(_KIF_END.get(termination), None, winner)
 
 
 def _kif_result(word: str, winner: int, moves: int) -> str:
     """The result line of a decided ending, from its winner: cshogi's exporter words it from the
     move count's parity (wrong for a game whose start has white to move) and writes none for an
-    impasse that its parser reads. Perpetual check: the checking side's 反則負け."""
-    if word in ("illegal_win", "illegal_lose"):
+    impasse that its parser reads. Perpetual check and an illegal move: the loser's 反則負け."""
+    if word in ("illegal_win", "illegal_lose", "illegal_move"):
         return f"まで{moves}手で{_SIDE[1 - winner][0]}の反則負け"
     return f"まで{moves}手で{_SIDE[winner][0]}の{'入玉勝ち' if word == 'win' else '勝ち'}"
+
+
+def _kif_start(start_sfen: Optional[str]) -> Optional[str]:
+    """The exporter's handicap argument for a start position: the name of a standard handicap
+    (手合割) when the position is one, else the board diagram ('sfen ...'), written after
+    手合割：その他 (kif_text) so that a reader that cannot read a diagram (cshogi's parser) refuses
+    the record instead of reading its moves from the initial position."""
+    if start_sfen is None:
+        return None
+    fields = cshogi.Board(start_sfen).sfen().split()[:3]
+    for name, sfen in KIF.Parser.HANDYCAP_SFENS.items():
+        if sfen is not None and sfen.split()[:3] == fields:
+            return None if name == "平手" else name
+    return "sfen " + start_sfen
 
 
 def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[str, str] = ("black", "white"),
@@ -114,17 +134,22 @@ def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
     it scored (the winner, or 中断 for a draw)."""
     exporter = KIF.Exporter()
     exporter.kifu, exporter.prev_move, exporter.move_number = io.StringIO(), None, 1
-    exporter.header(list(names), starttime=start_time, handicap=("sfen " + start_sfen) if start_sfen else None)
+    start = _kif_start(start_sfen)
+    exporter.header(list(names), starttime=start_time, handicap=start)
+    out = exporter.kifu
+    if start is not None and start.startswith("sfen "):  # after 開始日時, before the diagram
+        first, rest = out.getvalue().split("\n", 1)
+        out.seek(0)
+        out.write(f"{first}\n手合割：その他\n{rest}")
     moves, board, occurrences = _moves(moves_usi, start_sfen)
     for move in moves:
         exporter.move(move)
     end = _ending(termination, board, occurrences)
-    out = exporter.kifu
     if end.kif_word == "draw":  # cshogi writes the result line of 持将棋 with the wrong move count
         out.write(f"{exporter.move_number:>4} 持将棋            ( 0:00/00:00:00)\n*{end.comment}\n"
                   f"まで{len(moves)}手で持将棋\n")
-    elif end.kif_word == "time_up" and end.winner is not None:  # cshogi's parser reads the winner here
-        out.write(f"{exporter.move_number:>4} 切れ負け          ( 0:00/00:00:00)\n"
+    elif end.kif_word in _KIF_OWN and end.winner is not None:  # cshogi's parser reads the winner here
+        out.write(f"{exporter.move_number:>4} {_KIF_OWN[end.kif_word]:<14}( 0:00/00:00:00)\n"
                   f"{_kif_result(end.kif_word, end.winner, len(moves))}\n")
     elif end.kif_word is not None:
         exporter.end(end.kif_word)
@@ -140,31 +165,51 @@ def kif_text(moves_usi: Sequence[str], termination: Termination, names: tuple[st
     return out.getvalue()
 
 
+def _played_out_mate(board: cshogi.Board) -> list[int]:
+    """The moves of a forced mate for the side to move, ending in checkmate, or [] (df-pn)."""
+    line = mate_line(board, _MATE_NODES)
+    for move in line:
+        board.push(move)
+    mated = bool(line) and board.is_game_over()
+    for _ in line:
+        board.pop()
+    return line if mated else []
+
+
 def csa_text(moves_usi: Sequence[str], termination: Termination, names: tuple[str, str] = ("black", "white"),
              start_sfen: Optional[str] = None, comment: Optional[str] = None,
              start_time: Optional[datetime] = None) -> str:
-    """A game as CSA text (cshogi's exporter); start_time: when the game began ($START_TIME). An
-    ending by a rule of azshogi's self-play is %CHUDAN after a comment (`'...`) that says what
-    ended the game."""
+    """A game as CSA text (format 2.2, cshogi's exporter, UTF-8 as its first line says);
+    start_time: when the game began ($START_TIME). An ending by a rule of azshogi's self-play
+    is %CHUDAN after a comment (`'...`) that says what ended the game; a mate adjudication is
+    followed by the mate df-pn finds for it, then %TORYO, so that readers score its winner."""
     exporter = CSA.Exporter()
     exporter.f = io.StringIO()
     # A Board, not the SFEN string: cshogi 1.1.0's exporter fails on a string that is not the
-    # initial position.
+    # initial position. A comment starting with ' is written by it as it is, with no line end.
     when = {"START_TIME": start_time.strftime("%Y/%m/%d %H:%M:%S")} if start_time else None
     exporter.info(init_board=cshogi.Board(start_sfen) if start_sfen else None, names=list(names),
-                  comment=comment, var_info=when)
+                  comment=None if comment is None else "'" + " ".join(comment.splitlines()) + "\n",
+                  var_info=when, version="V2.2")
     moves, board, occurrences = _moves(moves_usi, start_sfen)
     for move in moves:
         exporter.move(move)
     end = _ending(termination, board, occurrences)
-    if end.kif_word is None and end.comment is not None:
+    mate = _played_out_mate(board) if termination == Termination.MATE_ADJUDICATION else []
+    if mate:
+        exporter.f.write(f"'{end.comment}; the mate that follows was found by df-pn when this record "
+                         f"was written, not played\n")
+        for move in mate:
+            exporter.move(move)
+        exporter.endgame("%TORYO")
+    elif end.kif_word is None and end.comment is not None:
         exporter.f.write(f"'{end.comment}\n")
         exporter.endgame("%CHUDAN")
     elif end.kif_word in ("illegal_win", "illegal_lose") and end.winner is not None:  # fourfold perpetual check
         exporter.endgame("%+ILLEGAL_ACTION" if end.winner == cshogi.WHITE else "%-ILLEGAL_ACTION")  # the loser's sign
     else:
         exporter.endgame(_CSA_END.get(termination, "%CHUDAN"))
-    return exporter.f.getvalue()
+    return "'CSA encoding=UTF-8\n" + exporter.f.getvalue()
 
 
 def write_kif(path: Path, record: GameRecord, names: tuple[str, str] = ("black", "white")) -> None:

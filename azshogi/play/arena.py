@@ -241,10 +241,10 @@ def _apply(game: _Game, choice: Choice, rules: Rules) -> Optional[MatchGame]:
         if declaration_draws(board, rules):
             return _end(game, None, Termination.IMPASSE_DRAW, f"{colour} declared an impasse with 24-30 points: "
                                                                f"a draw under the 24-point rule")
-        return _end(game, other, Termination.RESIGN, f"{colour} declared a false impasse win")
+        return _end(game, other, Termination.ILLEGAL_MOVE, f"{colour} declared a false impasse win")
     move = board.move_from_usi(choice.move) if len(choice.move) in (4, 5) else 0
     if not move or move not in set(board.legal_moves):
-        return _end(game, other, Termination.RESIGN, f"{colour} played an illegal move {choice.move!r}")
+        return _end(game, other, Termination.ILLEGAL_MOVE, f"{colour} played an illegal move {choice.move!r}")
     board.push(move)
     game.moves.append(choice.move)
     key = board.zobrist_hash()

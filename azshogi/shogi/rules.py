@@ -28,9 +28,12 @@ class Termination(IntEnum):
     RESIGN = 6  # a player resigned (engines and matches only)
     TIME_UP = 7  # the side to move gave no move in time: an engine that hung or exited (matches only)
     IMPASSE_DRAW = 8  # an impasse declared with 24-30 points under the 24-point rule: a draw (matches only)
+    ILLEGAL_MOVE = 9  # the side to move played an illegal move or declared a false impasse win: it loses
+    # (matches only)
 
 
-MATCH_ONLY = (Termination.TIME_UP, Termination.IMPASSE_DRAW)  # endings self-play never has
+# endings self-play never has
+MATCH_ONLY = (Termination.TIME_UP, Termination.IMPASSE_DRAW, Termination.ILLEGAL_MOVE)
 
 
 @dataclass(frozen=True)
