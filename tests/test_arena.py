@@ -520,7 +520,7 @@ def test_an_engine_that_keeps_failing_ends_the_match_and_says_the_score_of_the_g
 
 
 def test_openings_and_records_that_would_mislead_are_refused_in_one_line(tmp_path, capsys):
-    """A `position` line with nothing after it, a file that is not UTF-8, an opening at the ply
+    """A `position` line with nothing after it, a file that is not UTF-8, a game record, an opening at the ply
     limit, random walks that cannot reach their plies, a records folder of another match: each
     ends in one line; a byte-order mark is no part of the file."""
     def error(*args) -> str:
@@ -535,6 +535,9 @@ def test_openings_and_records_that_would_mislead_are_refused_in_one_line(tmp_pat
     assert f"{bad}:1: position needs 'startpos' or 'sfen ...'" in error("--openings", f"file:{bad}")
     bad.write_bytes(b"\xff\xfe\x00bad\n")
     assert f"{bad}: not UTF-8 text" in error("--openings", f"file:{bad}")
+    kif = tmp_path / "game.kif"
+    kif.write_bytes("手合割：平手\n".encode("cp932"))  # it said "not UTF-8 text" (CSA: "an SFEN has 3 or 4 fields")
+    assert f"{kif}: a game record; an openings file is USI positions" in error("--openings", f"file:{kif}")
     bad.write_text("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 500\n")
     assert "starts at ply 499, not before the ply limit 320" in error("--openings", f"file:{bad}")
     assert "walks of 2000 random plies each ended the game first" in error("--openings", "random:2000",

@@ -22,7 +22,6 @@ from azshogi.config import ConfigError
 from azshogi.formats import files
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import (
-    DataFormatError,
     Hcpe3Writer,
     read_hcpe,
     read_hcpe3,
@@ -30,6 +29,7 @@ from azshogi.formats.dlshogi import (
     visit_counts,
     winner_of,
 )
+from azshogi.formats.files import DataFormatError
 from azshogi.shogi.rules import Rules, Termination
 from azshogi.shogi.scores import eval_from_value, value_from_eval
 from azshogi.train.pretrain import pretrain

@@ -34,8 +34,17 @@ def test_it_reads_results_and_sides_from_the_records(tmp_path):
     (tmp_path / "a.csa").write_text(csa_text(TRADE[:3], Termination.RESIGN, names=("search:x", "greedy")))
     (tmp_path / "b.csa").write_text(csa_text(TRADE[:3], Termination.RESIGN, names=("greedy", "search:x")))
     (tmp_path / "c.csa").write_text(csa_text(TRADE, Termination.MAX_PLIES, names=("search:x", "greedy")))
-    games = sorted(TOOL.read_games(tmp_path, "search", [3, 4]))
-    assert games == [("draw", [18, 0]), ("loss", [-18, -18]), ("win", [18, 18])]
+    skipped: list = []
+    games = sorted(TOOL.read_games(tmp_path, "search", [3, 4], skipped))
+    assert games == [("draw", [18, 0]), ("loss", [-18, -18]), ("win", [18, 18])] and not skipped
+    # every game of a file (/ between games) is read; one that gives no result is left out, not a draw
+    two = csa_text(TRADE[:3], Termination.RESIGN, names=("search:x", "greedy"))
+    (tmp_path / "d.csa").write_text(two + "/\n" + two.split("\n", 1)[1] + "/\n"
+                                    + csa_text(TRADE[:2], Termination.REPETITION, names=("search:x", "greedy")))
+    assert sorted(TOOL.read_games(tmp_path, "search", [3], skipped)) == [
+        ("draw", [18]), ("loss", [-18]), ("win", [18]), ("win", [18]), ("win", [18])]
+    assert skipped == [tmp_path / "d.csa"]  # the first recurrence: %CHUDAN
+    (tmp_path / "d.csa").unlink()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         TOOL.main([str(tmp_path), "--player", "greedy", "--plies", "1,3,4"])

@@ -5,7 +5,8 @@ and the result self-play scored. Read back with cshogi's parsers, as a GUI would
 import pytest
 from cshogi import CSA, KIF
 
-from azshogi.formats.records import csa_text, kif_text, write_kif
+from azshogi.formats.files import DataFormatError
+from azshogi.formats.records import csa_text, kif_text, read_csa, write_kif
 from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.positions import STARTPOS_SFEN
 from azshogi.shogi.rules import Termination
@@ -145,3 +146,28 @@ def test_the_ply_limit_counts_the_moves_played():
     text = kif_text(ROOKS_BACK_AND_FORTH[:3], Termination.MAX_PLIES)
     assert text.splitlines()[-3:] == ["   4 持将棋            ( 0:00/00:00:00)", "*the ply limit: a draw",
                                       "まで3手で持将棋"]  # cshogi's exporter says 5
+
+
+def test_csa_files_are_read_in_their_encoding_with_every_move_checked(tmp_path):
+    """Shift_JIS with CRLF (CSA's encoding before 3.0, Windows GUIs' files), a byte-order mark,
+    the encoding line's own; every game of a file; an illegal move names the file, game and move
+    (cshogi reads it as move 0, which corrupts the board after it)."""
+    text = csa_text(["7g7f", "3c3d"], Termination.RESIGN, names=("先手", "後手")).split("\n", 1)[1]
+    (tmp_path / "sjis.csa").write_bytes(text.replace("\n", "\r\n").encode("cp932"))
+    (tmp_path / "bom.csa").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (tmp_path / "named.csa").write_bytes(("'CSA encoding=SHIFT_JIS\n" + text).encode("cp932"))
+    for name in ("sjis.csa", "bom.csa", "named.csa"):
+        (game,) = read_csa(tmp_path / name)
+        assert (game.names, len(game.moves), game.result) == (("先手", "後手"), 2, "white"), name
+    draw = csa_text(["7g7f"], Termination.MAX_PLIES).split("\n", 1)[1]
+    (tmp_path / "two.csa").write_text(text + "/\n" + draw.split("\n", 1)[1] + "/\n" + draw)
+    assert [g.result for g in read_csa(tmp_path / "two.csa")] == ["white", "draw", "draw"]
+    chudan = csa_text(ROOKS_BACK_AND_FORTH, Termination.REPETITION)
+    (tmp_path / "chudan.csa").write_text(chudan)
+    assert read_csa(tmp_path / "chudan.csa")[0].result is None  # no result, not a draw
+    (tmp_path / "illegal.csa").write_text("V2.2\nN+a\nN-b\nPI\n+\n+7776FU\n-3334FU\n+7776FU\n%TORYO\n")
+    with pytest.raises(DataFormatError, match=r"illegal\.csa: game 1, move 3: illegal"):
+        read_csa(tmp_path / "illegal.csa")
+    (tmp_path / "undecodable.csa").write_bytes(b"V2.2\nN+\x81 \nPI\n+\n%TORYO\n")  # neither UTF-8 nor cp932
+    with pytest.raises(DataFormatError, match=r"undecodable\.csa: not CSA text"):
+        read_csa(tmp_path / "undecodable.csa")

@@ -18,8 +18,7 @@ from azshogi.commands.cli import fail, user_errors
 from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats import run_lock
 from azshogi.formats.checkpoint import CheckpointError
-from azshogi.formats.dlshogi import DataFormatError
-from azshogi.formats.files import write_problem
+from azshogi.formats.files import DataFormatError, write_problem
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.replay_store import ReplayStoreError
 from azshogi.selfplay.cluster import ClusterError

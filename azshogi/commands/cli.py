@@ -34,7 +34,7 @@ def run_tool(main: Callable[[], object], program: str) -> None:
     """Runs a docs/tools script's `main`: a damaged checkpoint, replay segment or data file, or
     a file that cannot be read or written, ends in one line naming it (exit code 2)."""
     from azshogi.formats.checkpoint import CheckpointError
-    from azshogi.formats.dlshogi import DataFormatError
+    from azshogi.formats.files import DataFormatError
     from azshogi.formats.replay_store import ReplayStoreError
 
     with user_errors(program, CheckpointError, DataFormatError, ReplayStoreError):

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from azshogi.commands.cli import ArgumentParser, user_errors
 from azshogi.formats.checkpoint import CheckpointError, load, save_network
-from azshogi.formats.dlshogi import DataFormatError, hcpe3_to_csa
-from azshogi.formats.files import write_atomically
+from azshogi.formats.dlshogi import hcpe3_to_csa
+from azshogi.formats.files import DataFormatError, write_atomically
 from azshogi.formats.paths import not_an_output
 from azshogi.nn.onnx import DEFAULT_OPSET, ExportError, onnx_bytes
 from azshogi.play.models import load_model, model_of, network_file

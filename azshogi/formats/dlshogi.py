@@ -38,7 +38,7 @@ from typing import Iterable, Optional, Sequence
 import cshogi
 import numpy as np
 
-from azshogi.formats.files import write_atomically
+from azshogi.formats.files import DataFormatError, write_atomically
 from azshogi.formats.records import write_csa
 from azshogi.shogi import features
 from azshogi.shogi.game_record import GameRecord, SelfPlayGame, TrainingPositions
@@ -65,10 +65,6 @@ MAX_CANDIDATES = 593  # the most legal moves of any shogi position
 
 _FLAGS = {Termination.REPETITION: GAMERESULT_SENNICHITE, Termination.IMPASSE: GAMERESULT_NYUGYOKU,
           Termination.MAX_PLIES: GAMERESULT_MAXMOVE}
-
-
-class DataFormatError(ValueError):
-    """A data file is malformed; the message names the file and the record."""
 
 
 # --- conversions ---

@@ -1,6 +1,7 @@
 """Writing files so that a reader never sees half of one: temporary name, fsync, rename. A file
 gets the mode a plain open() would give it (0666, or the mode asked for, less the umask), and an
-error names the file being written, never its temporary name."""
+error names the file being written, never its temporary name. And the error of a data file that
+is malformed (DataFormatError)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +9,10 @@ import os
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional
+
+
+class DataFormatError(ValueError):
+    """A data file is malformed; the message names the file and the record."""
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Game records in the formats shogi GUIs read: KIF (cshogi's exporter) and CSA."""
+"""Game records in the formats shogi GUIs read: KIF (cshogi's exporter) and CSA, and CSA read back."""
 from __future__ import annotations
 
 import collections
@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import cshogi
 from cshogi import CSA, KIF
 
-from azshogi.formats.files import write_atomically
+from azshogi.formats.files import DataFormatError, write_atomically
 from azshogi.shogi.game_record import GameRecord
 from azshogi.shogi.rules import FOURFOLD, Termination, mate_line
 
@@ -225,3 +225,63 @@ def write_csa(path: Path, record: GameRecord, names: tuple[str, str] = ("black",
     """Writes a game's CSA record atomically (UTF-8); the folder is made if needed."""
     write_atomically(Path(path), csa_text(record.moves, record.termination, names, record.start_sfen, comment,
                                           record.started).encode("utf-8"))
+
+
+# --- reading CSA records (the docs tools' match records) ---
+
+# CSA endings that are no result (a game interrupted, or no ending written): no winner, no draw
+_NO_RESULT = ("", "%CHUDAN", "%ERROR", "%MATTA", "%TSUMI", "%FUZUMI")
+
+
+@dataclass(frozen=True)
+class CsaGame:
+    """A game read from a CSA file: its players' names, start SFEN, cshogi moves (each legal,
+    checked), and `result`: "black" or "white" (the winner), "draw", or None when the record
+    gives no result (%CHUDAN, or no ending line)."""
+
+    names: tuple[str, str]
+    sfen: str
+    moves: list[int]
+    result: Optional[str]
+
+
+def _csa_text(path: Path) -> str:
+    """A CSA file's text: the encoding its `'CSA encoding=` line names, else UTF-8, else cp932
+    (Shift_JIS, CSA's encoding before 3.0); a byte-order mark and CRLF line ends are read."""
+    data = Path(path).read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    first = data.split(b"\n", 1)[0].strip()
+    named = first[len(b"'CSA encoding="):].decode("ascii", "replace") if first.startswith(b"'CSA encoding=") else None
+    for encoding in ([named] if named else ["utf-8", "cp932"]):
+        try:
+            return data.decode(encoding).replace("\r\n", "\n")
+        except (LookupError, UnicodeDecodeError) as e:
+            error = e
+    raise DataFormatError(f"{path}: not CSA text in {named or 'UTF-8 or Shift_JIS (cp932)'} ({error})")
+
+
+def read_csa(path: Path) -> list[CsaGame]:
+    """Every game of a CSA file (games separated by '/'); a file cshogi cannot parse, or a game
+    with a move that is not legal where it stands, is a DataFormatError naming the file, the
+    game and the move (cshogi reads an illegal move as move 0, which would corrupt the board)."""
+    from cshogi import CSA
+
+    try:
+        parsed = CSA.Parser.parse_str(_csa_text(path))
+    except DataFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- cshogi raises plain exceptions on a bad record
+        raise DataFormatError(f"{path}: not a CSA record ({e})") from None
+    games = []
+    for number, game in enumerate(parsed, 1):
+        board = cshogi.Board(game.sfen)
+        for ply, move in enumerate(game.moves, 1):
+            if not move or not board.is_legal(move):
+                raise DataFormatError(f"{path}: game {number}, move {ply}: illegal or unreadable "
+                                      f"({cshogi.move_to_csa(move) if move else 'not a move'})")
+            board.push(move)
+        result = None if game.endgame in _NO_RESULT else {cshogi.BLACK_WIN: "black", cshogi.WHITE_WIN: "white",
+                                                           cshogi.DRAW: "draw"}.get(game.win)
+        games.append(CsaGame((game.names[0] or "", game.names[1] or ""), game.sfen, list(game.moves), result))
+    return games

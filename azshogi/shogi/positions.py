@@ -7,6 +7,7 @@ generator, so everything coming from a GUI or a file is validated here before cs
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Optional, Sequence
 
 import cshogi
@@ -154,6 +155,9 @@ def read_openings(path: str) -> list[tuple[Optional[str], list[str]]]:
     """An opening file: one position per line as `startpos [moves ...]`, `sfen ... [moves ...]`,
     `position ...` or a bare SFEN. Blank lines and lines starting with '#' are skipped."""
     openings = []
+    if Path(path).suffix.lower() in (".kif", ".kifu", ".ki2", ".csa"):
+        raise PositionError(f"{path}: a game record; an openings file is USI positions, one a line "
+                            f"(startpos moves ..., sfen ...)")
     try:
         with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows' Notepad) is no part of it
             lines = f.readlines()

@@ -24,7 +24,8 @@ import cshogi
 import numpy as np
 
 from azshogi.formats import checkpoint as ckpt
-from azshogi.formats.dlshogi import DataFormatError, load_positions
+from azshogi.formats.dlshogi import load_positions
+from azshogi.formats.files import DataFormatError
 from azshogi.formats.paths import replay_store_of
 from azshogi.formats.replay_store import ReplayStore
 from azshogi.shogi import features

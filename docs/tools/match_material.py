@@ -2,7 +2,8 @@
 
     python docs/tools/match_material.py RECORDS --player NAME [--plies 20,40,60] [--down 10]
 
-RECORDS: an arena's `--records` folder of CSA games (`azshogi-arena ... --records DIR --format csa`).
+RECORDS: a folder of CSA games, such as an arena's `--records` (`azshogi-arena ... --records DIR
+--format csa`): every game of each file; games whose record gives no result are left out.
 NAME: the start of the player's name in the records (`search` matches `search:ckpt-00041`).
 The balance is counted from NAME's view with the greedy baseline's yardstick (play/players.py,
 `material_gain`: what each move captures, into the hand, plus what a promotion adds; pawn 1 ...
@@ -18,9 +19,9 @@ from pathlib import Path
 
 import cshogi
 import numpy as np
-from cshogi import CSA
 
 from azshogi.commands.cli import run_tool
+from azshogi.formats.records import read_csa
 from azshogi.play.players import material_gain
 
 
@@ -35,23 +36,24 @@ def balances(moves, side: int, plies, first: int = 0) -> list[float]:
     return [running[min(ply, len(moves))] for ply in plies]
 
 
-def read_games(folder: Path, player: str, plies):
+def read_games(folder: Path, player: str, plies, skipped: list):
     """(result for the player: "win", "loss" or "draw", its balances at `plies`) per CSA game
-    in `folder` that the player took part in."""
+    in `folder` (every game of each file) that the player took part in; a game whose record
+    gives no result (%CHUDAN, no ending) is left out and added to `skipped`."""
     paths = sorted(folder.glob("*.csa"))
     if not paths:
         sys.exit(f"match_material.py: no .csa records in {folder}")
     for path in paths:
-        try:
-            game = CSA.Parser.parse_file(str(path))[0]
-        except Exception as e:  # noqa: BLE001 -- cshogi raises plain exceptions on a bad record
-            sys.exit(f"match_material.py: {path}: not a CSA record ({e})")
-        sides = [i for i, name in enumerate(game.names) if name and name.startswith(player)]
-        if len(sides) != 1:
-            continue
-        side = sides[0]
-        result = "draw" if game.win not in (1, 2) else ("win" if game.win - 1 == side else "loss")
-        yield result, balances(game.moves, side, plies, cshogi.Board(game.sfen).turn)
+        for game in read_csa(path):  # a damaged record: its file named in one line (run_tool)
+            sides = [i for i, name in enumerate(game.names) if name.startswith(player)]
+            if len(sides) != 1:
+                continue
+            if game.result is None:
+                skipped.append(path)
+                continue
+            side = sides[0]
+            result = "draw" if game.result == "draw" else ("win" if game.result == ("black", "white")[side] else "loss")
+            yield result, balances(game.moves, side, plies, cshogi.Board(game.sfen).turn)
 
 
 def main(argv=None) -> None:
@@ -63,7 +65,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     plies = [int(p) for p in args.plies.split(",")]
     middle = len(plies) // 2  # the column the share behind is read at
-    games = list(read_games(args.records, args.player, plies))
+    skipped: list[Path] = []
+    games = list(read_games(args.records, args.player, plies, skipped))
+    if skipped:
+        print(f"left out {len(skipped)} games whose records give no result (%CHUDAN or no ending)")
     if not games:
         sys.exit(f"match_material.py: no game in {args.records} has a player named {args.player}...")
     every = np.array([b for _, b in games])

@@ -3,13 +3,14 @@
     python docs/tools/value_material.py CHECKPOINT RECORDS... [--every K] [--newest N]
 
 RECORDS: self-play hcpe3 files (`logs/<run>/hcpe3/*.hcpe3`) and/or CSA game records (an arena's
-`--records` folder), files or folders (with `--newest N`, only the newest N hcpe3 files of a
-folder by name: a run's last self-play phases). Every K-th position of each game (default 3, so
-both sides to move) is evaluated by the checkpoint's network; each position's material balance
-is counted from the side to move with the greedy baseline's yardstick (play/players.py: pawn 1,
-lance 3, knight 4, silver 5, gold and promoted minor pieces 6, bishop 8, rook 10, horse 10,
-dragon 12; hand pieces at their unpromoted value). azshogi never trains on it: it only shows how
-the value head and the games' results relate to material.
+`--records` folder; games whose record gives no result are left out), files or folders (with
+`--newest N`, only the newest N hcpe3 files of a folder by name: a run's last self-play phases).
+Every K-th position of each game (default 3, so both sides to move) is evaluated by the
+checkpoint's network; each position's material balance is counted from the side to move with
+the greedy baseline's yardstick (play/players.py: pawn 1, lance 3, knight 4, silver 5, gold and
+promoted minor pieces 6, bishop 8, rook 10, horse 10, dragon 12; hand pieces at their unpromoted
+value). azshogi never trains on it: it only shows how the value head and the games' results
+relate to material.
 
 Prints, per source kind, the correlation of the network's win rate with material, and per
 material band the positions, the mean result of the game for the side to move (a win 1, a draw
@@ -57,11 +58,13 @@ def positions(path: Path, every: int):
                 board.set_hcp(game.hcps[i])
                 yield board.copy(), _result(game.winner, board.turn)
         return
-    from cshogi import CSA
+    from azshogi.formats.records import read_csa
 
-    for game in CSA.Parser.parse_file(str(path)):
+    for game in read_csa(path):  # a damaged record: its file named in one line (run_tool)
+        if game.result is None:  # %CHUDAN or no ending: no result to compare with
+            continue
         board.set_sfen(game.sfen)
-        winner = {1: cshogi.BLACK, 2: cshogi.WHITE}.get(game.win)
+        winner = {"black": cshogi.BLACK, "white": cshogi.WHITE}.get(game.result)
         for i, move in enumerate(game.moves):
             if board.is_game_over():
                 break
