@@ -504,6 +504,12 @@ def resolve_selfplay(cfg: Config, device_type: str, cores: int) -> tuple[Config,
 
 
 def _validate_cluster(c: ClusterConfig) -> None:
+    if c.backend == ClusterBackend.none:  # a cluster setting without the cluster: it would be ignored
+        for f in fields(ClusterConfig):
+            if f.name != "backend" and getattr(c, f.name) != f.default:
+                raise ConfigError(f"cluster.{f.name}={getattr(c, f.name)}: a cluster setting, but self-play runs "
+                                  f"on this machine (cluster.backend=none); add +cluster=ray (docs/cluster.md)")
+        return
     _check(bool(c.address.strip()), "cluster.address", "local, auto, or HOST:PORT of the cluster's head",
            c.address)
     _check(c.nodes >= 1, "cluster.nodes", "must be >= 1", c.nodes)
@@ -512,6 +518,9 @@ def _validate_cluster(c: ClusterConfig) -> None:
     _check(bool(_DEVICE.match(c.node_device)), "cluster.node_device", "allowed: auto, cpu, cuda, cuda:N",
            c.node_device)
     _check(c.local_cpus >= 0, "cluster.local_cpus", "must be >= 0 (0 = nodes x node_cpus)", c.local_cpus)
+    _check(c.address != "local" or c.local_cpus == 0 or c.local_cpus >= c.nodes * c.node_cpus, "cluster.local_cpus",
+           f"fewer than the {c.nodes} nodes' {c.nodes * c.node_cpus:g} CPUs (cluster.nodes x cluster.node_cpus): "
+           f"the nodes that do not fit would be waited for (0 = as many as they need)", c.local_cpus)
     _check(c.call_timeout_s > 0, "cluster.call_timeout_s", "must be > 0", c.call_timeout_s)
     _check(c.start_timeout_s > 0, "cluster.start_timeout_s", "must be > 0", c.start_timeout_s)
 
@@ -701,7 +710,8 @@ def _known_keys(data: dict, schema) -> dict:
 def _as_checked_now(data: dict) -> dict:
     """A saved config in the forms today's checks accept, where an older azshogi allowed more
     and reading it back changes nothing that plays: a data file named twice in a list (the files
-    are not read again), a self-play mate adjudication past MAX_MATE_PLIES (at most that)."""
+    are not read again), a self-play mate adjudication past MAX_MATE_PLIES (at most that),
+    cluster settings without the cluster (ignored)."""
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for section, key in (("replay", "seed_files"), ("pretrain", "train_files"), ("pretrain", "test_files")):
         if isinstance(data.get(section, {}).get(key), list):
@@ -709,6 +719,9 @@ def _as_checked_now(data: dict) -> dict:
     plies = data.get("rules", {}).get("mate_adjudication_plies")
     if isinstance(plies, int) and plies > MAX_MATE_PLIES:
         data["rules"]["mate_adjudication_plies"] = MAX_MATE_PLIES
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and cluster.get("backend", "none") == "none":  # cluster settings never used
+        data["cluster"] = {}
     return data
 
 

@@ -225,7 +225,8 @@ def test_a_node_that_cannot_start_stops_the_run_with_its_error_and_frees_the_oth
     try:
         with pytest.raises(ClusterError, match="failed to start") as error:
             play(driver, 1)
-        assert "CUDA is not available" in str(error.value)
+        assert "cluster.node_device='cuda': CUDA is not available" in str(error.value)
+        assert "\n" not in str(error.value)  # the setting's error alone, not Ray's traceback
     finally:
         driver.close()
     deadline = time.monotonic() + 20
@@ -351,6 +352,45 @@ def test_bad_cluster_settings_name_the_key(tiny_config):
         tiny_config("+cluster=ray", "cluster.nodes=0")
     with pytest.raises(ConfigError, match="cluster.node_device"):
         tiny_config("+cluster=ray", "cluster.node_device=tpu")
+    # a cluster setting without the cluster was ignored: self-play ran on this machine alone
+    with pytest.raises(ConfigError, match=r"cluster.nodes=2: a cluster setting.*add \+cluster=ray"):
+        tiny_config("cluster.nodes=2")
+    # a local instance too small for its nodes: the ones that did not fit were waited for, 300 s
+    with pytest.raises(ConfigError, match="cluster.local_cpus"):
+        tiny_config("+cluster=ray", "cluster.nodes=2", "cluster.local_cpus=1")
+
+
+def test_a_head_that_does_not_answer_is_one_line_at_once():
+    """Ray's own connect retried an address with nothing listening for ever (in a process of its
+    own: this one is connected to the test's cluster)."""
+    import socket
+
+    with socket.socket() as s:  # a port just freed: nothing listens there
+        s.bind((LOOPBACK, 0))
+        port = s.getsockname()[1]
+    code = ("import types\n"
+            "from azshogi.selfplay.cluster import ClusterError, connect\n"
+            "try:\n"
+            f"    connect(types.SimpleNamespace(address='{LOOPBACK}:{port}'))\n"
+            "except ClusterError as e:\n"
+            "    print(e)\n")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert f"cluster.address={LOOPBACK}:{port}: nothing answers there" in out.stdout, out.stderr[-2000:]
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_local_cluster_checks_its_nodes_device_before_starting_ray(tiny_config):
+    from azshogi.config import ConfigError
+
+    for setting in ("cluster.node_device=cuda", "cluster.node_gpus=1"):
+        key = setting.split("=")[0]
+        driver = ClusterSelfPlay(tiny_config("+cluster=ray", setting, "device=cpu"), from_config(
+            tiny_config().model), lambda: 0)
+        with pytest.raises(ConfigError, match=key):
+            driver.start()
+        driver.close()
 
 
 def test_authentication_cannot_be_turned_off(tiny_config, monkeypatch):

@@ -16,18 +16,19 @@ from azshogi.nn.leaf_network import DeviceRunner, HostBuffers, LeafNetwork, Stan
 from azshogi.shogi.network_io import EvaluatorTotals, LeafBatch
 
 
-def resolve_device(name: str) -> torch.device:
-    """The torch device for a `device` setting; a device this machine lacks is a ConfigError."""
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """The torch device for a `device` setting (named `key` in errors); a device this machine
+    lacks is a ConfigError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"device={name!r}: allowed: auto, cpu, cuda, cuda:N") from None
+        raise ConfigError(f"{key}={name!r}: allowed: auto, cpu, cuda, cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name!r}: CUDA is not available on this machine (use device=cpu or auto)")
+        raise ConfigError(f"{key}={name!r}: CUDA is not available on this machine (use {key}=cpu or auto)")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigError(f"device={name!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+        raise ConfigError(f"{key}={name!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
                           f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return device
 

@@ -42,6 +42,7 @@ import collections
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -53,7 +54,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from azshogi.config import Config, from_plain, resolve_selfplay, to_plain
+from azshogi.config import Config, ConfigError, from_plain, resolve_selfplay, to_plain
 from azshogi.nn.evaluator import make_evaluator, resolve_device
 from azshogi.nn.network import from_config
 from azshogi.selfplay import in_progress
@@ -145,6 +146,7 @@ def connect(cluster) -> Connection:
         finally:
             _no_colour_reset_at_exit()
         return Connection(True, temp_dir)
+    _reachable(cluster.address)
     try:
         ray.init(address=cluster.address, **options)
     except Exception as e:  # ConnectionError, AuthenticationError, ...: say which address, in one line
@@ -155,6 +157,26 @@ def connect(cluster) -> Connection:
     finally:
         _no_colour_reset_at_exit()
     return Connection(True)
+
+
+def _reachable(address: str, timeout_s: float = 10.0) -> None:
+    """A head's HOST:PORT (or ray://HOST:PORT) that takes no connection within `timeout_s` is a
+    ClusterError: Ray's own connect retries it for ever. `auto` is Ray's to find."""
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ClusterError(f"cluster.address={address}: nothing answers there ({e.strerror or e}); is the "
+                           f"cluster's head running at that address and port? (docs/cluster.md)") from None
+
+
+def _config_error(e: BaseException) -> Optional[str]:
+    """The message of a ConfigError that a node raised (a setting it cannot use, such as
+    cluster.node_device), out of Ray's wrapping of its traceback; None for any other error."""
+    found = re.findall(r"ConfigError: (.+)", re.sub(r"\x1b\[[0-9;]*m", "", str(e)))
+    return found[-1].strip() if found else None
 
 
 def _once() -> Callable[[], bool]:
@@ -178,7 +200,7 @@ class SelfPlayNode:
         except ValueError:  # not the main thread
             pass
         cfg = from_plain(plain_config)
-        self.device = resolve_device(cfg.cluster.node_device)
+        self.device = resolve_device(cfg.cluster.node_device, key="cluster.node_device")
         cfg, self.note = resolve_selfplay(cfg, self.device.type, machine_cores())
         torch.manual_seed(cfg.seed)
         self.model = from_config(cfg.model).to(self.device)
@@ -276,6 +298,9 @@ class ClusterSelfPlay:
                      f"{self.cluster.node_cpus:g} CPU and {self.cluster.node_gpus:g} GPU each")
 
     # --- the driver interface ---
+
+    def start(self) -> None:
+        self._ensure_started()
 
     def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         self._ensure_started()
@@ -395,14 +420,17 @@ class ClusterSelfPlay:
             return
         ray = import_ray()
         alive = self.alive
-        refs = [node.handle.close.remote() for node in alive]
         try:
+            refs = [node.handle.close.remote() for node in alive]
             ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)
         except Exception:  # a node lost meanwhile: killed below all the same
             pass
-        for node in alive:
-            self._kill(node)
-        self._connection.close()
+        finally:
+            try:
+                for node in alive:
+                    self._kill(node)
+            finally:
+                self._connection.close()
 
     # --- internals ---
 
@@ -419,6 +447,11 @@ class ClusterSelfPlay:
             raise RuntimeError("the cluster's self-play has been closed")
         if self._started:
             return
+        if self.cluster.address == "local":  # the nodes are this machine's: what they need is known now
+            resolve_device(self.cluster.node_device, key="cluster.node_device")
+            if self.cluster.node_gpus > torch.cuda.device_count():
+                raise ConfigError(f"cluster.node_gpus={self.cluster.node_gpus:g}: this machine has "
+                                  f"{torch.cuda.device_count()} CUDA GPU(s) for the local cluster's nodes")
         self._connection = connect(self.cluster)
         self._started = True
         state, self._pending_state = self._pending_state, None
@@ -458,12 +491,14 @@ class ClusterSelfPlay:
             try:
                 node.info = ray.get(ref)
             except Exception as e:
-                if _is_lost(e):
+                setting = _config_error(e)
+                if _is_lost(e) and setting is None:
                     log.warning(f"self-play node {node.slot} failed to start: {_first_line(e)}")
                     continue
                 for other in started:  # none is left holding its CPUs and GPUs
                     self._kill(other)
-                raise ClusterError(f"self-play node {node.slot} failed to start:\n{e}") from None
+                raise ClusterError(f"self-play node {node.slot} failed to start:\n{e}" if setting is None else
+                                   f"self-play node {node.slot} failed to start: {setting}") from None
             nodes.append(node)
         return nodes
 

@@ -82,6 +82,11 @@ class DriverStatus:
 class SelfPlayDriver(Protocol):
     processes: int  # processes that search
 
+    def start(self) -> None:
+        """Starts what `play` needs (processes, a cluster's nodes), once, so that a phase's time
+        counts no start-up; `play` starts them as well where this was not called."""
+        ...
+
     def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         """Plays until `until()` is true (asked between moves), yielding each game as it ends;
         when the iterator is exhausted, every game in progress is paused between two moves."""
@@ -112,6 +117,9 @@ class InProcessSelfPlay:
 
     def __init__(self, selfplay: SelfPlay):
         self.selfplay = selfplay
+
+    def start(self) -> None:
+        pass
 
     def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         while not until():

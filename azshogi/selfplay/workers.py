@@ -236,6 +236,9 @@ class WorkerSelfPlay:
 
     # --- the driver interface ---
 
+    def start(self) -> None:
+        self._ensure_started()
+
     def play(self, until: Callable[[], bool]) -> Iterator[SelfPlayGame]:
         self._ensure_started()
         if until():

@@ -381,7 +381,8 @@ class Loop:
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters
         finally:
-            self.selfplay.close()  # stops any worker processes
+            with stopping.writing("self-play's processes are being stopped"):  # none left behind
+                self.selfplay.close()  # stops any worker processes, or the cluster's nodes
             if hasattr(self, "monitor"):
                 self.monitor.close()
             stopping.restore(previous)
@@ -423,6 +424,8 @@ class Loop:
     def selfplay_phase(self, stats: SelfPlayPhaseStats) -> None:
         cfg, c = self.cfg, self.counters
         target = cfg.loop.positions_per_checkpoint
+        with self.clock.phase("pause"):  # worker processes or a cluster's nodes: their start is no self-play
+            self.selfplay.start()
         start = self.selfplay.totals()
         timer = Timer()
         progress = self.monitor.start_selfplay(

@@ -1,7 +1,8 @@
 """Ctrl-C and SIGTERM during training and pretraining: a request to stop after the current step,
 said on the screen at once, so that the checkpoint that follows holds whole steps. A second Ctrl-C
 stops at once (KeyboardInterrupt), without it, except while a checkpoint and its records are
-being written (`writing`): that ends first, then the run stops. SIGTERM may well come twice (GNU
+being written, or self-play's processes shut down after the stop (`writing`): that ends first, then
+the run stops. SIGTERM may well come twice (GNU
 timeout signals the child and then its process group): one request."""
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ def install(requested: Callable[[], bool], request: Callable[[], None], follows:
 
     def handle(signum, frame):
         if requested() and signum == signal.SIGINT:
-            if _writing.is_set():  # half a checkpoint's files would be worse than a second's wait
-                say_soon("Ctrl-C: the checkpoint is being written; the run stops once it is")
+            if _writing:  # half a checkpoint's files would be worse than a second's wait
+                say_soon(f"Ctrl-C: {_writing[-1]}; the run stops once it is done")
                 return
             raise KeyboardInterrupt
         if not requested():
@@ -35,17 +36,18 @@ def install(requested: Callable[[], bool], request: Callable[[], None], follows:
     return {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
-_writing = threading.Event()
+_writing: list[str] = []  # what the blocks under way do, innermost last
 
 
 @contextlib.contextmanager
-def writing() -> Iterator[None]:
-    """A block that a second Ctrl-C does not break: a checkpoint and its records being written."""
-    _writing.set()
+def writing(what: str = "the checkpoint is being written") -> Iterator[None]:
+    """A block that a second Ctrl-C does not break: a checkpoint and its records being written,
+    or a shutdown that leaves nothing behind (the words say which, on the screen)."""
+    _writing.append(what)
     try:
         yield
     finally:
-        _writing.clear()
+        _writing.pop()
 
 
 def restore(previous: Optional[dict]) -> None:
