@@ -2,6 +2,8 @@
 leave nothing half-written."""
 from __future__ import annotations
 
+import errno
+import io
 import os
 
 import cshogi
@@ -19,7 +21,7 @@ from interop_helpers import (
 
 from azshogi.commands.export import export_onnx, hcpe3_to_csa
 from azshogi.config import ConfigError
-from azshogi.formats import files
+from azshogi.formats import checkpoint, files
 from azshogi.formats.checkpoint import CheckpointError
 from azshogi.formats.dlshogi import (
     Hcpe3Writer,
@@ -190,6 +192,41 @@ def test_failures_write_nothing(tmp_path, hcpe3_file, monkeypatch):
     with pytest.raises(OSError):
         files.write_atomically(target, b"new")
     assert target.read_bytes() == b"old" and os.listdir(target.parent) == ["x.hcpe3"]
+
+
+class FullDisk(io.RawIOBase):
+    """A file on a disk that fills up after `room` bytes (the fd's own file stays empty)."""
+
+    def __init__(self, fd, mode):
+        self.real, self.room = open(fd, mode, buffering=0), 100
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return len(data)
+
+    def fileno(self):
+        return self.real.fileno()
+
+    def close(self):
+        self.real.close()
+        super().close()
+
+
+def test_a_disk_that_fills_up_while_a_file_is_written_is_one_error_naming_the_file(tmp_path, monkeypatch):
+    """The block's own writes (a replay segment's bytes, torch.save's checkpoint) raised an
+    OSError naming no file, and torch's RuntimeError about positions: a traceback."""
+    monkeypatch.setattr(files.os, "fdopen", FullDisk)
+    for path, write in ((tmp_path / "seg", lambda p: files.write_atomically(p, b"x" * 1000)),
+                        (tmp_path / "net.pt", lambda p: checkpoint.write_network({"w": torch.zeros(1000)}, {}, p))):
+        with pytest.raises(OSError) as error:
+            write(path)
+        assert (error.value.filename, error.value.errno) == (str(path), errno.ENOSPC)
+    assert os.listdir(tmp_path) == []  # no temporary file left
 
 
 def test_conversions():

@@ -106,8 +106,19 @@ def write_network(weights: dict, config: dict, out: Path, **extra) -> Path:
         raise CheckpointError(f"{out}: not written: {problem}; give it another name")
     weights = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in weights.items()}
     with atomic_writer(Path(out)) as f:
-        torch.save(_tensors({"model": weights, "config": config, **extra}), f)
+        _torch_save(_tensors({"model": weights, "config": config, **extra}), f)
     return Path(out)
+
+
+def _torch_save(obj, f) -> None:
+    """torch.save into an open file; a failed write (a full disk) is raised as the OSError it
+    was, for atomic_writer to name the file, not as torch's RuntimeError about positions."""
+    try:
+        torch.save(obj, f)
+    except RuntimeError as e:
+        if isinstance(e.__context__, OSError):
+            raise e.__context__ from None
+        raise
 
 
 def _order(path: Path) -> tuple[int, int]:
@@ -148,7 +159,7 @@ def save(state: dict, path: Path, keep: int) -> Path:
     if checkpoint_number(path) is None:
         raise ValueError(f"{path.name} is not a checkpoint file's name (formats/paths.checkpoint_name)")
     with atomic_writer(path) as f:  # as readable as any file the user writes (the umask decides)
-        torch.save(_tensors(state), f)
+        _torch_save(_tensors(state), f)
     files = list_checkpoints(path.parent)
     full = [p for p in files if not _order(p)[1]]
     newest = files[-1]

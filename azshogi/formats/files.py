@@ -22,7 +22,8 @@ def atomic_writer(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
     The data goes to a temporary file in the same folder, is flushed and fsynced, and is then
     renamed over `path` (and the folder fsynced). On any failure the temporary file is removed
     and `path` keeps its previous content (or stays absent). `mode` is masked by the umask. An
-    OSError of the writing itself (a folder that cannot be written, a full disk) names `path`."""
+    OSError of the writing itself (a folder that cannot be written, a full disk, the block's own
+    writes included) names `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -36,6 +37,11 @@ def atomic_writer(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
             _as_writer(f.flush, path)
             _as_writer(os.fsync, path, f.fileno())
         _as_writer(os.replace, path, tmp, path)
+    except OSError as e:  # a full disk in the block's writes, or in the close's flush after them
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is not None:  # named already (or about another file the block read)
+            raise
+        raise _naming(e, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
