@@ -202,3 +202,36 @@ def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_
     (run / "ckpt-00001.pt").unlink()  # nothing before the damaged file: the error alone
     with pytest.raises(ckpt.CheckpointError, match="or a damaged one$"):
         train(tiny_config(*small), show_progress=False)
+
+
+def flip_a_byte_of(path, member_name_end):
+    """Changes one byte in the middle of the stored bytes of `path`'s zip member whose name ends
+    with `member_name_end`, as a bad disk sector would; the file's size and layout stay."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(member_name_end))
+    data = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    start = info.header_offset + 30 + name_length + extra_length
+    data[start + info.compress_size // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_changed_bytes_in_a_checkpoint_are_found_by_its_checksums(tiny_config, tmp_path):
+    """torch.load reads changed bytes of a tensor as other weights, and changed bytes of the
+    pickle as other keys or settings (a traceback far from the file): the zip's CRC-32s say so."""
+    from azshogi.train.loop import train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1", "loop.max_checkpoints=2")
+    train(tiny_config(*small), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    newest = run / "ckpt-00002.pt"
+    flip_a_byte_of(newest, "data/0")  # the first tensor's bytes
+    with pytest.raises(ckpt.CheckpointError) as error:
+        train(tiny_config(*small, "loop.max_checkpoints=3"), show_progress=False)
+    assert str(error.value).startswith(f"cannot read {newest}: a damaged checkpoint (its part ")
+    assert "fails its checksum); to resume from the checkpoint before it (ckpt-00001.pt)" in str(error.value)
+    with pytest.raises(ckpt.CheckpointError, match="fails its checksum"):  # and wherever a checkpoint is read
+        ckpt.load(newest)

@@ -31,6 +31,7 @@ Format 1 held the replay window and one tensor per position of every game in pro
 """
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -182,7 +183,22 @@ def load(path: Path, map_location="cpu", mmap: bool = False) -> dict:
     if not isinstance(state, dict):  # that, or a foreign .pt file holding a tensor, a list...
         raise CheckpointError(f"cannot read {path}: not an azshogi checkpoint (a .pt file that azshogi "
                               f"wrote), or a damaged one")
+    if not mmap:
+        _check_sums(path)
     return state
+
+
+def _check_sums(path: Path) -> None:
+    """torch.load does not check the CRC-32 its zip file keeps of each part: bytes changed on
+    the disk would load as other weights (or other settings) without a word. One read of the
+    file, a CheckpointError naming the part that fails."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise CheckpointError(f"cannot read {path}: a damaged checkpoint ({e})") from None
+    if bad is not None:
+        raise CheckpointError(f"cannot read {path}: a damaged checkpoint (its part {bad} fails its checksum)")
 
 
 def upgrade(state: dict, path: Path) -> dict:
