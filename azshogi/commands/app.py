@@ -141,6 +141,7 @@ def run_folders(cfg: Config) -> dict:
 
 
 _NOT_OVERRIDDEN = re.compile(r"Could not override '([^']+)'")
+_ADDED_STAGE = re.compile(r"\+stages\.([^.=]+)=")  # `+stages.NAME=...`: a whole stage added
 
 
 def check_overrides(program: str) -> None:
@@ -156,13 +157,33 @@ def check_overrides(program: str) -> None:
     args, _ = get_args_parser().parse_known_args(sys.argv[1:])
     if args.help or args.hydra_help or args.shell_completion or args.info:
         return
+    if args.multirun:
+        fail(program, "sweeps (--multirun, -m) are not supported: their jobs would share one run; start one "
+                      "command per setting, each with its own run=NAME")
+    overrides = list(args.overrides)
+    if args.config_dir:  # Hydra's --config-dir: that folder's configs beside azshogi's own, as Hydra runs them
+        overrides.append(f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]")
+    name = args.config_name or "config"
     try:
         with initialize_config_module("azshogi.conf", version_base="1.3"):
-            cfg = compose("config", overrides=args.overrides, return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as e:
+            cfg = compose(name, overrides=overrides, return_hydra_config=True)
+            plain = [o for o in overrides if not _ADDED_STAGE.match(o)]
+            before = compose(name, overrides=plain) if len(plain) < len(overrides) else cfg
+        for override in overrides:
+            added = _ADDED_STAGE.match(override)
+            if added and added.group(1) in (before.get("stages") or {}):
+                fail(program, f"+stages.{added.group(1)}: the run's schedule has a stage {added.group(1)} already "
+                              f"(its preset's), which this would merge into; change it with "
+                              f"stages.{added.group(1)}.KEY=VALUE, remove it with '~stages.{added.group(1)}', or "
+                              f"add the stage under another name")
+        # every interpolation (`train.lr=${foo}`), resolved now rather than in a traceback later
+        OmegaConf.to_container(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True)
+    except (HydraException, OmegaConfBaseException, ValueError) as e:  # ValueError: `model=5`, a group's non-string
         missing = _NOT_OVERRIDDEN.match(str(e))
         message = unknown_key_message(missing.group(1)) if missing else None
-        fail(program, message or _one_line(e))
+        key = getattr(e, "full_key", None)  # an interpolation's error names its key apart
+        line = _one_line(e)
+        fail(program, message or (f"{key}: " if key and key not in line else "") + line)
     try:
         run_dir = cfg.hydra.run.dir  # Hydra makes it before azshogi runs
     except OmegaConfBaseException as e:
@@ -193,6 +214,10 @@ def hydra_command(program: str, body: Callable[[Config], object], summary: str,
                 with run_lock.holding(paths.lock, f"run {cfg.run!r} ({paths.checkpoints})") if run else \
                         contextlib.nullcontext():
                     body(cfg)
+        except MemoryError:  # numpy's "Unable to allocate 29.1 TiB": a size setting far past the machine
+            fail(program, "out of memory: a setting asks for more than this machine has (replay.capacity, "
+                          "selfplay.num_actors, search.num_simulations, train.batch_size, the network's size?); "
+                          "the run's checkpoints are as they were")
         except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop is under way
             print(f"{program}: interrupted: stopped at once, without a checkpoint", file=sys.stderr)
             sys.exit(130)

@@ -143,7 +143,7 @@ def changed_note(saved: dict, now: dict, path: Path, games: int) -> str:
     if not changes:
         return ""
     words = []
-    for key, old, new in changes[:8]:
+    for key, old, new in changes:
         what = f"{key} {old} -> {new}"
         if key == "replay.capacity" and isinstance(old, int) and isinstance(new, int) and new < old:
             what += f" (the window keeps its newest {new:,} positions, for good)"
@@ -151,9 +151,12 @@ def changed_note(saved: dict, now: dict, path: Path, games: int) -> str:
             what += f" (of the {games} games in progress, those past {new} actors are dropped)"
         elif key == "seed":
             what += " (new games' random streams; training's go on from the checkpoint's)"
+        elif key == "loop.keep_checkpoints" and isinstance(old, int) and isinstance(new, int) and new < old:
+            what += f" (the run's older checkpoints past the newest {new} are deleted at the next one)"
+        elif key.startswith("stages.") and key.count(".") == 1:  # a whole stage
+            what = f"{key} " + ("added" if old is None else "left out (give its override again to keep it)")
         words.append(what)
-    more = f", and {len(changes) - 8} more" if len(changes) > 8 else ""
-    return f"settings changed since {path.name}: " + "; ".join(words) + more
+    return f"settings changed since {path.name}: " + "; ".join(words)
 
 
 def _needs(path: Path, segment: str) -> bool:

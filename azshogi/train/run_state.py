@@ -171,15 +171,30 @@ class RunState:
 
 
 # Settings a resume may change without it meaning anything for the run's data: where it is, how
-# far it goes; the stages say their own changes.
-_UNREMARKABLE = ("run", "resume", "checkpoint_root", "log_root", "loop.max_checkpoints", "stages")
+# far it goes.
+_UNREMARKABLE = ("run", "resume", "checkpoint_root", "log_root", "loop.max_checkpoints")
+# Settings saved as "auto" (by a pretraining, which resolves none): the value a run resolves is no change
+_AUTO = {"selfplay.num_workers": -1, "selfplay.num_actors": 0}
 
 
 def changed_since(saved: dict, now: dict) -> list[tuple[str, object, object]]:
     """(key, saved value, value now) of every setting that differs between a checkpoint's saved
     config (read as this azshogi reads it: settings added since take their defaults) and the
-    config in force now at the same stage, but those a resume may change at no cost."""
+    config in force now at the same stage, but those a resume may change at no cost. A stage
+    of the schedule added or left out is one entry, (stages.NAME, None or "a stage", "a stage"
+    or None); a stage changed, one per setting of it."""
     before, after = dotted(to_plain(from_plain(saved))), dotted(now)
-    return [(key, before.get(key), value) for key, value in after.items()
-            if before.get(key) != value and not any(key == k or key.startswith(k + ".") for k in _UNREMARKABLE)]
+    stages = {"before": set(saved.get("stages") or {}), "after": set(now.get("stages") or {})}
+    changes: list[tuple[str, object, object]] = []
+    for name in sorted(stages["before"] ^ stages["after"]):  # whole stages: one line each
+        changes.append((f"stages.{name}", "a stage" if name in stages["before"] else None,
+                        "a stage" if name in stages["after"] else None))
+    whole = tuple(f"stages.{name}." for name in stages["before"] ^ stages["after"])
+    for key in list(after) + [k for k in before if k not in after]:
+        old, new = before.get(key), after.get(key)
+        if old == new or key == "stages" or key.startswith(whole) or _AUTO.get(key, object()) == old:
+            continue
+        if not any(key == k or key.startswith(k + ".") for k in _UNREMARKABLE):
+            changes.append((key, old, new))
+    return changes
 
