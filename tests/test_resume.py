@@ -323,6 +323,32 @@ def test_a_stop_after_a_start_from_a_whole_checkpoint_writes_the_phase_records_a
     assert len(more) > len(written) and more.startswith(written)
 
 
+def test_a_stop_killed_between_its_records_and_its_checkpoint_leaves_no_game_twice(straight, monkeypatch):
+    """Ctrl-C; resumed and stopped again, killed after the records were appended and before the
+    checkpoint (kill -9, power loss); resumed from the first stop and stopped: the killed save's
+    games were appended a second time. A -partial file keeps its records' length."""
+    from azshogi.formats.dlshogi import read_hcpe3
+    from azshogi.train import loop as loop_module
+
+    root, _ = straight
+    records = root / "logs" / "killed" / "hcpe3" / "ckpt-00000-partial.hcpe3"
+    RecordingLoop(config(root, "killed"), stop_after_games=1).run()
+    written = loop_module.ckpt.save
+
+    def killed(*args, **kwargs):
+        raise SystemExit("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop_module.ckpt, "save", killed)
+        with pytest.raises(SystemExit):
+            RecordingLoop(config(root, "killed"), stop_after_games=1).run()
+    assert loop_module.ckpt.save is written
+    last = RecordingLoop(config(root, "killed"), stop_after_games=1)
+    last.run()
+    assert list(last.written) == ["ckpt-00000-partial.pt"]
+    assert len(read_hcpe3(records)) == last.counters.games  # each finished game once
+
+
 def test_a_second_ctrl_c_while_the_checkpoint_is_written_waits_for_it(straight, monkeypatch):
     """The stop's checkpoint and its game records are written whole: a second Ctrl-C that comes
     while they are (which otherwise quits at once) is told to wait, and the run stops after."""

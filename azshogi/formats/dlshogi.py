@@ -200,13 +200,15 @@ class Hcpe3Writer:
     def add(self, game: SelfPlayGame) -> None:
         self._chunks.append(game.hcpe3 if game.hcpe3 is not None else encode_game(game))
 
-    def flush(self, path: Path, append: bool = False) -> Optional[Path]:
-        """Writes the pending games to `path` atomically (after what it holds, with append)
-        and forgets them; returns the path, or None when no game was pending."""
+    def flush(self, path: Path, append: bool = False, keep: Optional[int] = None) -> Optional[Path]:
+        """Writes the pending games to `path` atomically (after what it holds, with append: its
+        first `keep` bytes where given, the length a checkpoint recorded of it, so that games a
+        save killed before its checkpoint appended are not there twice) and forgets them;
+        returns the path, or None when no game was pending."""
         if not self._chunks:
             return None
         path = Path(path)
-        before = path.read_bytes() if append and path.exists() else b""
+        before = path.read_bytes()[:keep] if append and path.exists() else b""
         write_atomically(path, before + b"".join(self._chunks))
         self._chunks.clear()
         return path

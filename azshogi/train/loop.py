@@ -314,10 +314,14 @@ class Loop:
                     # The games whose positions entered the buffer since the previous checkpoint file;
                     # a second stop in the same phase (resumed from its -partial file) adds to that
                     # file's records; any other start writes them anew.
+                    records = self.paths.hcpe3(path)
                     try:
-                        self.hcpe3.flush(self.paths.hcpe3(path), append=partial and self._resumed_from_file(path))
+                        self.hcpe3.flush(records, append=partial and self._resumed_from_file(path),
+                                         keep=self.counters.records_bytes)
                     except OSError as e:  # the log disk (full, say): the checkpoint is written all the same
                         records_error = e
+                    self.counters.records_bytes = (records.stat().st_size if records.exists() else 0) if partial \
+                        else None
             with self.clock.phase("checkpoint"):
                 replay = self.stored_replay.checkpoint()
                 path = ckpt.save(self.state_dict(replay, games), path, self.cfg.loop.keep_checkpoints)

@@ -58,6 +58,9 @@ class RunCounters:
     # a stopped phase's finished games so far (phases.SelfPlayPhaseStats.snapshot), so that its
     # checkpoint's figures count them all; empty at a whole checkpoint
     phase_games: dict = field(default_factory=dict)
+    # a -partial file's hcpe3 records' length in bytes when it was written (None: a whole
+    # checkpoint, or written before 2026-12-05): a second stop of the phase appends after that much
+    records_bytes: Optional[int] = None
 
     @property
     def sample_reuse(self) -> float:
