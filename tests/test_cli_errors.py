@@ -176,6 +176,22 @@ def test_a_second_process_on_a_run_stops_at_start_up_naming_the_first(capsys, mo
     assert code == 0 and len(wrote) == 1, err
 
 
+def test_temporary_files_of_killed_writes_go_when_the_run_starts_again(capsys, monkeypatch, tmp_path):
+    """kill -9 during a write leaves its temporary file (a whole checkpoint's size each): they
+    piled up, and docs/tools/value_material.py read a .tmp-*.hcpe3 as records."""
+    monkeypatch.chdir(tmp_path)
+    left = [tmp_path / "checkpoints" / "r" / ".tmp-a1.pt", tmp_path / "checkpoints" / "r" / "replay" / ".tmp-b2.seg",
+            tmp_path / "logs" / "r" / "hcpe3" / ".tmp-c3.hcpe3"]
+    kept = [tmp_path / "checkpoints" / "r" / "ckpt-00001.pt", tmp_path / "logs" / "other" / ".tmp-d4.hcpe3"]
+    for path in left + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", hydra_command("azshogi", lambda cfg: None, "x", run=True),
+                            ["device=cpu", "run=r"])
+    assert code == 0, err
+    assert [p.exists() for p in left + kept] == [False, False, False, True, True]  # another run's are its own
+
+
 def test_a_second_ctrl_c_stops_at_once_without_a_traceback(capsys, monkeypatch, tmp_path):
     """The loop's signal handler raises KeyboardInterrupt on a second Ctrl-C during the stop
     (test_loop.py): the command ends with one line and the shell's code for SIGINT."""

@@ -18,7 +18,7 @@ from azshogi.commands.cli import fail, user_errors
 from azshogi.config import Config, ConfigError, register_configs, to_config
 from azshogi.formats import run_lock
 from azshogi.formats.checkpoint import CheckpointError
-from azshogi.formats.files import DataFormatError, write_problem
+from azshogi.formats.files import DataFormatError, remove_leftovers, write_problem
 from azshogi.formats.paths import RunPaths
 from azshogi.formats.replay_store import ReplayStoreError
 from azshogi.selfplay.cluster import ClusterError
@@ -213,6 +213,8 @@ def hydra_command(program: str, body: Callable[[Config], object], summary: str,
                 paths = RunPaths.of(cfg)
                 with run_lock.holding(paths.lock, f"run {cfg.run!r} ({paths.checkpoints})") if run else \
                         contextlib.nullcontext():
+                    if run:  # the run is this process's alone now: what killed writes left goes
+                        remove_leftovers(paths.checkpoints, paths.logs)
                     body(cfg)
         except MemoryError:  # numpy's "Unable to allocate 29.1 TiB": a size setting far past the machine
             fail(program, "out of memory: a setting asks for more than this machine has (replay.capacity, "

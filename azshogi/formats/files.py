@@ -10,6 +10,21 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional
 
+TEMPORARY = ".tmp-"  # how the temporary files of atomic_writer begin
+
+
+def remove_leftovers(*folders: Path) -> int:
+    """Removes, under `folders`, the temporary files that writes killed before their rename left
+    (kill -9, a power loss: each the size of what it was writing); how many. Only for folders
+    that no other process writes (a run's, under its lock)."""
+    removed = 0
+    for folder in folders:
+        for path in Path(folder).rglob(TEMPORARY + "*") if Path(folder).is_dir() else ():
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                removed += 1
+    return removed
+
 
 class DataFormatError(ValueError):
     """A data file is malformed; the message names the file and the record."""
@@ -27,7 +42,7 @@ def atomic_writer(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=TEMPORARY, suffix=path.suffix, dir=path.parent)
     except OSError as e:
         raise _naming(e, path) from None
     try:

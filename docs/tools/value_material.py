@@ -81,9 +81,9 @@ def files(sources: list[str], newest: int = 0) -> list[Path]:
     out = []
     for source in map(Path, sources):
         if source.is_dir():
-            hcpe3 = sorted(p for p in source.iterdir() if p.suffix == ".hcpe3")
+            hcpe3 = sorted(p for p in source.iterdir() if p.suffix == ".hcpe3" and not p.name.startswith("."))
             out += hcpe3[-newest:] if newest > 0 else hcpe3
-            out += sorted(p for p in source.iterdir() if p.suffix == ".csa")
+            out += sorted(p for p in source.iterdir() if p.suffix == ".csa" and not p.name.startswith("."))
         elif source.is_file():
             out.append(source)
         else:
