@@ -110,3 +110,21 @@ def torch_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+# A USI engine in a few lines: it declares two options, is ready, and resigns every position
+FAKE_ENGINE = """import sys
+for line in sys.stdin:
+    word = line.split()[:1]
+    if word == ["usi"]:
+        print("id name fake-engine")
+        print("option name UCI_Variant type string default shogi")
+        print("option name Threads type spin default 1 min 1 max 8")
+        print("usiok", flush=True)
+    elif word == ["isready"]:
+        print("readyok", flush=True)
+    elif word == ["go"]:
+        print("bestmove resign", flush=True)
+    elif word == ["quit"]:
+        break
+"""

@@ -11,7 +11,7 @@ from pathlib import Path
 import cshogi
 import pytest
 from cshogi import CSA, KIF
-from play_helpers import make_tiny_checkpoint, torch_threads
+from play_helpers import FAKE_ENGINE, make_tiny_checkpoint, torch_threads
 
 from azshogi.commands import arena
 from azshogi.play.arena import Openings, play_match
@@ -295,21 +295,6 @@ def test_arena_mistakes_end_in_one_line(checkpoint, capsys):
         assert named in err, (named, err)
 
 
-FAKE_ENGINE = """import sys
-for line in sys.stdin:
-    word = line.split()[:1]
-    if word == ["usi"]:
-        print("id name fake-engine")
-        print("option name UCI_Variant type string default shogi")
-        print("option name Threads type spin default 1 min 1 max 8")
-        print("usiok", flush=True)
-    elif word == ["isready"]:
-        print("readyok", flush=True)
-    elif word == ["go"]:
-        print("bestmove resign", flush=True)
-    elif word == ["quit"]:
-        break
-"""
 
 
 def test_a_usi_players_options_are_checked_against_the_engines(tmp_path, capsys):

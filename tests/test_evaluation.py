@@ -114,7 +114,10 @@ def test_the_ladder_option_plays_the_rungs_nearest_to_the_last_rating(tmp_path, 
     assert set(second.matches) == {"g2", "g3"}
 
 
-def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_path):
+def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_path, monkeypatch):
+    from play_helpers import FAKE_ENGINE
+
+    from azshogi.play import gauntlet
     from azshogi.play.gauntlet import check_settings
 
     with pytest.raises(ConfigError, match="eval.anchors.*stockfish"):
@@ -126,7 +129,17 @@ def test_a_bad_anchor_or_ladder_size_is_refused_at_start_up_naming_the_key(tmp_p
         check_settings(tiny_config(eval=EvalConfig(anchors=["greedy", "random", "greedy"])))
     with pytest.raises(ConfigError, match="eval.usi_engine=.*no program '/nonexistent/engine'"):
         check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine="/nonexistent/engine --flag")))
-    check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine=f"{sys.executable} -m azshogi.commands.usi")))
+    # an engine is started at start-up: one that is no USI engine, or lacks an option, was found an evaluation later
+    engine = tmp_path / "engine.py"
+    engine.write_text(FAKE_ENGINE)
+    check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine=f"{sys.executable} {engine}",
+                                               usi_options={"UCI_Variant": "shogi"})))
+    with pytest.raises(ConfigError, match=r"eval.usi_engine=.*: .*has no option 'NoSuch'"):
+        check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine=f"{sys.executable} {engine}",
+                                                   usi_options={"NoSuch": "1"})))
+    monkeypatch.setattr(gauntlet, "HANDSHAKE_S", 1.0)
+    with pytest.raises(ConfigError, match=r"eval.usi_engine='cat': .*no 'usiok' within 1 s"):
+        check_settings(tiny_config(eval=EvalConfig(every=1, usi_engine="cat")))
     # an evaluation that could measure nothing: no opponent, or games that end in their random opening
     with pytest.raises(ConfigError, match="eval.every=1: the evaluation plays no match"):
         check_settings(tiny_config(eval=EvalConfig(every=1, anchors=[], previous=False)))

@@ -51,7 +51,7 @@ from azshogi.play.engine import Engine
 from azshogi.play.ladder import RUNGS, Rating, named_twice, nearest_rungs, play_ladder, rung
 from azshogi.play.players import Player, UsiPlayer
 from azshogi.play.settings import EngineSettings, from_eval
-from azshogi.play.usi_client import UsiError
+from azshogi.play.usi_client import UsiClient, UsiError
 from azshogi.shogi.rules import rules_of
 
 PLAY_BATCH = EngineSettings().max_batch  # the engine's default BatchSize's most (no eval.* key)
@@ -80,6 +80,9 @@ class GauntletResult:
                  for name, m in self.matches.items()]
         rating = f" | rating {self.rating}" if self.rating else ""
         return f"eval at checkpoint {self.checkpoint}: " + "; ".join(parts) + rating
+
+
+HANDSHAKE_S = 30.0  # eval.usi_engine's usi/usiok and isready/readyok at start-up
 
 
 def check_settings(cfg: Config) -> None:
@@ -115,6 +118,10 @@ def check_settings(cfg: Config) -> None:
         if not shutil.which(program):
             raise ConfigError(f"eval.usi_engine={command!r}: no program {program!r} (not on PATH, or not an "
                               f"executable file)")
+        try:  # a program that is no USI engine, or an option it lacks, would be found an evaluation later
+            UsiClient(command, dict(cfg.eval.usi_options), timeout=HANDSHAKE_S).close()
+        except UsiError as e:
+            raise ConfigError(f"eval.usi_engine={command!r}: {e}") from None
 
 
 def engine_settings(cfg: Config) -> EngineSettings:
