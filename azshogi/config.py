@@ -170,6 +170,9 @@ class ReplayConfig:
     # .hcpe / .hcpe3 files whose positions fill the buffer when it has never held any (a new
     # run, or one started from an azshogi-pretrain checkpoint)
     seed_files: List[str] = field(default_factory=list)
+    # a resume whose window needs a damaged or missing segment (and no older checkpoint does
+    # without it) starts with the window's positions after that segment instead of refusing
+    skip_damaged: bool = False
 
 
 @dataclass

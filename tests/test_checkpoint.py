@@ -174,6 +174,33 @@ def test_a_damaged_segment_that_several_windows_need_names_the_newest_checkpoint
     assert train(tiny_config(*small, "loop.max_checkpoints=2"), show_progress=False).checkpoints == 2
 
 
+def test_a_damaged_segment_that_every_checkpoint_needs_may_be_skipped(tiny_config, tmp_path, capsys):
+    """The oldest segment of every kept window damaged: no checkpoint could resume (its weights
+    and optimizer intact); replay.skip_damaged=true resumes with the window's positions after it."""
+    from azshogi.formats.replay_store import ReplayStoreError
+    from azshogi.train.loop import Loop, train
+
+    small = ("loop.positions_per_checkpoint=10", "loop.steps_per_checkpoint=1")
+    train(tiny_config(*small, "loop.max_checkpoints=2"), show_progress=False)
+    run = tmp_path / "checkpoints" / "t"
+    window = ckpt.load(run / "ckpt-00002.pt")["replay"]
+    first = window["segments"][0]
+    (run / "replay" / first["file"]).write_bytes(b"damaged")
+    (run / "ckpt-00001.pt").unlink()
+    with pytest.raises(ReplayStoreError) as error:
+        train(tiny_config(*small, "loop.max_checkpoints=3"), show_progress=False)
+    assert str(error.value).endswith("start the same command again with replay.skip_damaged=true"), str(error.value)
+    loop = Loop(tiny_config(*small, "loop.max_checkpoints=3", "replay.skip_damaged=true"), show_progress=False)
+    loop.restore()
+    after = first["first"] + first["count"]
+    assert (loop.replay.begin, loop.replay.end) == (after, window["end"])  # the positions after it, all of them
+    assert f"{after - window['begin']:,} of its {window['end'] - window['begin']:,} positions left out" in \
+        loop.damage_note
+    loop.selfplay.close()
+    assert train(tiny_config(*small, "loop.max_checkpoints=3", "replay.skip_damaged=true"),
+                 show_progress=False).checkpoints == 3
+
+
 def test_a_damaged_newest_checkpoint_names_the_one_before_it_which_resumes(tiny_config, tmp_path):
     from azshogi.train.loop import train
 

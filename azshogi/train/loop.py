@@ -122,7 +122,9 @@ def _the_one_before(path: Path, given: bool, without: Optional[str] = None) -> s
     while older is not None and without is not None and _needs(older, without):
         older = ckpt.before(older)
     if older is None:
-        return (f"; no older checkpoint of the run has a replay window without {without}" if without else "")
+        return (f"; no older checkpoint of the run has a replay window without {without}: to resume with the "
+                f"window's positions after it, start the same command again with replay.skip_damaged=true"
+                if without else "")
     if without is not None and ckpt.before(path) != older:  # the checkpoints between need it too
         run = ckpt.list_checkpoints(path.parent)  # oldest first
         skipped = [p.name for p in run[run.index(older) + 1:run.index(path)]]
@@ -192,6 +194,7 @@ class Loop:
         self.resumed_from: Optional[Path] = None
         self.resume_note = ""  # why resume= was left out (restore)
         self.changed_note = ""  # settings changed since the checkpoint resumed from (restore_from)
+        self.damage_note = ""  # the replay window's positions left out (replay.skip_damaged)
         self.restored_games = 0  # games in progress the checkpoint resumed from held
 
     # --- state: the run state (run_state.py), the replay window and the games in progress ---
@@ -233,7 +236,7 @@ class Loop:
                 f"before that stage): a stage that changes the network must begin after the newest checkpoint "
                 f"(from_checkpoint >= {checkpoints + 1}), or give a new run name")
         self.run_state.load_state_dict(parts.run, path)  # it checks the network and optimizer
-        self.stored_replay.restore(parts.replay, path)
+        self.damage_note = self.stored_replay.restore(parts.replay, path, self.cfg.replay.skip_damaged) or ""
         self.restored_games = in_progress.num_games(parts.selfplay)
         if not rebuilt:
             self.selfplay.load_state_dict(parts.selfplay)
@@ -399,7 +402,7 @@ class Loop:
 
     def say_start(self, seeded: Optional[str]) -> None:
         c, cfg = self.counters, self.cfg
-        for note in (self.resume_note, self.changed_note):
+        for note in (self.resume_note, self.changed_note, self.damage_note):
             if note:
                 self.monitor.say(note)
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"

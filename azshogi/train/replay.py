@@ -27,7 +27,7 @@ from azshogi.formats import checkpoint as ckpt
 from azshogi.formats.dlshogi import load_positions
 from azshogi.formats.files import DataFormatError
 from azshogi.formats.paths import replay_store_of
-from azshogi.formats.replay_store import ReplayStore
+from azshogi.formats.replay_store import ReplayStore, ReplayStoreError
 from azshogi.shogi import features
 from azshogi.shogi.game_record import TrainingPositions
 
@@ -302,23 +302,37 @@ class StoredReplay:
             reference["surprise"] = surprise
         return reference
 
-    def restore(self, state: dict, checkpoint_file: Path) -> None:
+    def restore(self, state: dict, checkpoint_file: Path, skip_damaged: bool = False) -> Optional[str]:
         """Reads the window a checkpoint file names (from the store beside it, which may be
-        another run's: then the next checkpoint stores the whole window in this run's store)."""
+        another run's: then the next checkpoint stores the whole window in this run's store).
+        skip_damaged: a damaged or missing segment drops it and the window's older positions
+        (else ReplayStoreError); what was dropped, or None."""
         begin, end = int(state["begin"]), int(state["end"])
-        own = False
+        own, dropped = False, None
         if "positions" in state:  # an upgraded format-1 checkpoint holds its window inline
             block = state["positions"]
         else:
             store = ReplayStore(replay_store_of(checkpoint_file))
-            block = store.read(state["segments"], begin, end)
+            while True:
+                try:
+                    block = store.read(state["segments"], begin, end)
+                    break
+                except ReplayStoreError as e:
+                    damaged = [s for s in state["segments"] if str(s["file"]) == e.file]
+                    if not (skip_damaged and damaged):
+                        raise
+                    begin = max(begin, int(damaged[0]["first"]) + int(damaged[0]["count"]))
+                    dropped = (f"replay.skip_damaged: the window starts after {e.file} (damaged or missing): "
+                               f"{begin - int(state['begin']):,} of its {end - int(state['begin']):,} positions "
+                               f"left out")
             own = store.directory.resolve() == self.store.directory.resolve()
         self.buffer.restore(begin, block)
         if "surprise" in state and len(self.buffer):  # the window's surprise, oldest first (begin..end)
             surprise = np.asarray(state["surprise"], np.float16)[-len(self.buffer):]
             self.buffer.set_surprise(np.arange(self.buffer.end - len(surprise), self.buffer.end), surprise)
-        self.segments = [dict(s) for s in state["segments"]] if own else []
+        self.segments = [dict(s) for s in state["segments"] if int(s["first"]) + int(s["count"]) > begin] if own else []
         self.stored_end = end if own else self.buffer.begin
+        return dropped
 
     def written(self, checkpoint_file: Path, reference: dict) -> None:
         """Notes the reference a checkpoint file was written with (`prune` need not read it)."""
