@@ -988,7 +988,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-arena search:checkpoints/myrun/ckpt-00040.pt greedy --games 100 --in-flight 100 -a nodes=64 --quiet":
         Run(ARENA + ("-a", "nodes=2")),
     **dict(_ladder_match("myrun", name, rungs, nodes) for name, rungs, nodes in (
-        ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf0", 192))),
+        ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf2", 192))),
     "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100 "
     f"{NO_COOL} {GUMBEL_SCALE}":
         Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
