@@ -989,9 +989,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Run(ARENA + ("-a", "nodes=2")),
     **dict(_ladder_match("myrun", name, rungs, nodes) for name, rungs, nodes in (
         ("ckpt-00040.pt", "greedy,sf-5", 64), ("ckpt-00141.pt", "sf2", 192))),
-    "azshogi +experiment=cpu seed=4 run=l11 loop.max_checkpoints=141 eval.every=0 loop.keep_checkpoints=100 "
-    f"{NO_COOL} {GUMBEL_SCALE}":
-        Check("trains for 141 checkpoints from scratch (2 hours on a quiet 2-core machine)"),
+    _seed_run(100, 206, run="n"): Check("trains for 206 checkpoints from scratch (2 hours on a quiet 2-core Xeon)"),
     "azshogi +experiment=gpu seed=5 run=g1 loop.max_checkpoints=58 eval.every=0 loop.keep_checkpoints=100 "
     f"{NO_COOL} {GUMBEL_SCALE}":
         Check(NEEDS_CUDA),
