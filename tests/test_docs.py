@@ -900,7 +900,7 @@ COMMANDS: dict[str, Run | Check | Skip] = {
     "azshogi-bench bench.plies=[30,300] selfplay.num_actors=64": Check(BENCH),
     "azshogi-bench device=cpu bench.seconds=10 bench.repeats=3 bench.warmup_seconds=5": Check(BENCH),
     # docs/interop.md, in order: a smoke run, pretraining on its games, resuming, seeding, export
-    "azshogi +experiment=smoke run=smoke loop.positions_per_checkpoint=400": Run(LOOP),
+    "azshogi +experiment=smoke run=smoke": Run(LOOP),
     "ls logs/smoke/hcpe3/": Run(),
     "azshogi-pretrain run=pre model=tiny pretrain.train_files=[logs/smoke/hcpe3/ckpt-00001.hcpe3] "
     "pretrain.test_files=[logs/smoke/hcpe3/ckpt-00002.hcpe3] pretrain.steps=100 pretrain.eval_every=50 "
