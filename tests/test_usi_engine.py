@@ -248,6 +248,21 @@ def test_command_line_mistakes_end_in_one_line(checkpoint, tmp_path):
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("azshogi-usi: error: ") and named in out.stderr
 
 
+def test_list_options_prints_the_defaults_usi_declares(capsys):
+    """--list-options prints each default as the `usi` reply declares it (<empty>, auto, 0, true),
+    not as Python writes it (None, 0.0, True)."""
+    from azshogi.commands.usi import main
+
+    out = io.StringIO()
+    UsiEngine(out).handle("usi")
+    declared = {line.split()[2]: line.split(" default ", 1)[1].split()[0]
+                for line in out.getvalue().splitlines() if line.startswith("option name ")}
+    main(["--list-options"])
+    listed = {words[0]: words[3] for words in (line.split() for line in capsys.readouterr().out.splitlines())}
+    assert listed == declared
+    assert listed["CInit"] == "<empty>" and listed["PolicyTemperature"] == "auto" and listed["Temperature"] == "0"
+
+
 @pytest.mark.parametrize("order", ["documented", "checkpoint first"])
 def test_make_launcher_in_either_order(checkpoint, tmp_path, order):
     launcher = tmp_path / "engine"

@@ -57,7 +57,7 @@ def main(argv=None) -> None:
     options = key_values(args.option, PROGRAM)
     if args.list_options:
         for o in OPTIONS:
-            print(f"{o.name:18} {o.kind:8} default {o.default!r:10} {o.help}")
+            print(f"{o.name:18} {o.kind:8} default {o.default_text(o.default):10} {o.help}")
         return
     checkpoint = args.checkpoint
     if args.make_launcher:

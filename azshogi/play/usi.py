@@ -54,17 +54,23 @@ class Option:
     setting: Optional[Setting] = None  # the engine setting it is (play/settings.py), its value the setting's
     pattern: str = ""  # a string option's text must match this (re.fullmatch), e.g. Device's
 
+    def default_text(self, default: OptionValue) -> str:
+        """`default` as `usi` declares it (and --list-options prints it): <empty>, auto, true, 0."""
+        if self.setting is not None:
+            return self.setting.usi_text(default) or "<empty>"
+        if self.kind == "check":
+            return "true" if default else "false"
+        return "<empty>" if default == "" else str(default)
+
     def declaration(self, default: OptionValue) -> str:
         if self.setting is not None:
             return self.setting.usi_declaration(default)
-        if self.kind == "check":
-            return f"option name {self.name} type check default {'true' if default else 'false'}"
+        text = self.default_text(default)
         if self.kind == "spin":
-            return f"option name {self.name} type spin default {default} min {self.low} max {self.high}"
+            return f"option name {self.name} type spin default {text} min {self.low} max {self.high}"
         if self.kind == "combo":
-            return (f"option name {self.name} type combo default {default} "
-                    + " ".join(f"var {c}" for c in self.choices))
-        return f"option name {self.name} type {self.kind} default {default if default != '' else '<empty>'}"
+            return f"option name {self.name} type combo default {text} " + " ".join(f"var {c}" for c in self.choices)
+        return f"option name {self.name} type {self.kind} default {text}"
 
     def parse(self, text: str) -> OptionValue:
         if self.setting is not None:
