@@ -349,6 +349,19 @@ def test_a_stop_killed_between_its_records_and_its_checkpoint_leaves_no_game_twi
     assert len(read_hcpe3(records)) == last.counters.games  # each finished game once
 
 
+def test_a_resume_with_fewer_actors_says_how_many_of_its_games_go_on(straight, capsys):
+    """A checkpoint of more games in progress than the resumed run plays (fewer actors, or a
+    cluster's checkpoint on one machine): the start line said all were restored."""
+    root, _ = straight
+    RecordingLoop(config(root, "fewer"), stop_after_games=1).run()
+    cfg = config(root, "fewer")
+    fewer = replace(cfg, selfplay=replace(cfg.selfplay, num_actors=2))
+    capsys.readouterr()
+    RecordingLoop(fewer, stop_after_games=1).run()
+    assert "(2 of the 6 games in progress restored: selfplay.num_actors plays no more here" in \
+        capsys.readouterr().err
+
+
 def test_a_second_ctrl_c_while_the_checkpoint_is_written_waits_for_it(straight, monkeypatch):
     """The stop's checkpoint and its game records are written whole: a second Ctrl-C that comes
     while they are (which otherwise quits at once) is told to wait, and the run stops after."""

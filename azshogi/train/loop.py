@@ -407,10 +407,18 @@ class Loop:
                 self.monitor.say(note)
         where = f"resumed from {self.resumed_from} at checkpoint {c.checkpoints}" if self.resumed_from else "new run"
         if self.resumed_from:  # the bar counts this session's moves: say what the phase had before
-            made = (f", {c.positions_since_checkpoint:,} of the {cfg.loop.positions_per_checkpoint:,} positions "
-                    f"for checkpoint {c.checkpoints + 1} made" if c.positions_since_checkpoint and not c.in_training
-                    else "")
-            where += f" ({self.restored_games:,} games in progress restored{made})" if self.restored_games else ""
+            target, made_now = cfg.loop.positions_per_checkpoint, c.positions_since_checkpoint
+            made = "" if not made_now or c.in_training else (
+                f", {made_now:,} of the {target:,} positions for checkpoint {c.checkpoints + 1} made"
+                if made_now < target else
+                f", the {target:,} positions for checkpoint {c.checkpoints + 1} made ({made_now:,})")
+            games = self.restored_games
+            if cfg.cluster.backend == ClusterBackend.none and games > cfg.selfplay.num_actors:  # a cluster's say so
+                games_words = (f"{cfg.selfplay.num_actors:,} of the {games:,} games in progress restored: "
+                               f"selfplay.num_actors plays no more here")
+            else:
+                games_words = f"{games:,} games in progress restored"
+            where += f" ({games_words}{made})" if games else ""
         stage = stage_at(cfg, c.checkpoints, c.flat_starts)
         now = ", ".join(name for name, _ in in_force(cfg, c.checkpoints, c.flat_starts)) or "none in force"
         self.monitor.say(f"azshogi run '{cfg.run}': {where}; device {self.device}, {self.selfplay_note}, "
