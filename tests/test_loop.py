@@ -373,10 +373,12 @@ def test_records_that_cannot_be_written_do_not_keep_the_checkpoint_from_being_wr
 
     from azshogi.formats.dlshogi import Hcpe3Writer
 
-    def full(self, path, append=False):
+    def full(self, path, append=False, keep=None):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(Hcpe3Writer, "flush", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match=r"No space left on device \(ckpt-00001.pt was written; its phase's game "
+                                      r"records were not\)") as error:
         train(tiny_config("loop.max_checkpoints=1", "selfplay.write_hcpe3=true"), show_progress=False)
+    assert error.value.filename.endswith("ckpt-00001.hcpe3") and error.value.errno == errno.ENOSPC
     assert [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")] == ["ckpt-00001.pt"]

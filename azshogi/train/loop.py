@@ -330,8 +330,10 @@ class Loop:
                 path = ckpt.save(self.state_dict(replay, games), path, self.cfg.loop.keep_checkpoints)
                 self.stored_replay.written(path, replay)
                 self.stored_replay.prune(ckpt.list_checkpoints(self.paths.checkpoints))
-        if records_error is not None:
-            raise records_error
+        if records_error is not None:  # said as the file's error, with what was kept and what was not
+            e = records_error
+            raise type(e)(e.errno, f"{e.strerror or e} ({path.name} was written; its phase's game records "
+                                   f"were not)", e.filename) from None
         return path
 
     def _resumed_from_file(self, path: Path) -> bool:
