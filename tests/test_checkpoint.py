@@ -104,7 +104,7 @@ def test_a_format_2_checkpoint_of_the_loop_before_the_run_state_reads_back_and_w
         for group in state["trainer"]["optimizer"]["param_groups"]:
             group.pop("fused", None)
     for counter, default in (("flat_starts", {}), ("resign_threshold", None), ("resign_counts", {}),
-                             ("phase_games", {})):
+                             ("phase_games", {}), ("records_bytes", None)):
         assert new["counters"].pop(counter) == default  # counters added since, at their defaults
     assert new.pop("model_average") is None  # a part added since: no average (train.average_decay=0)
     assert new["trainer"].pop("warm_start") == 0  # added since: the optimizer's warm-up from the run's start
