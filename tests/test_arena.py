@@ -3,6 +3,7 @@ external USI engines (fairy-stockfish, when installed; cshogi's match runner aga
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -365,6 +366,13 @@ for line in sys.stdin:
             sys.exit(0)
         if mode == "hangs-later" and gos == 2:  # no answer, and still reading
             continue
+        if mode == "resigns-then-hangs":  # two games resigned, then no answer (said in the pid file)
+            if gos > 2:
+                with open(sys.argv[2], "a") as f:
+                    f.write("hung\\n")
+                continue
+            print("bestmove resign", flush=True)
+            continue
         if mode == "exits" or (mode == "exits-later" and gos == 2):  # its output ends first; its input
             # stays open a moment (the race seen)
             sys.stdout.close()
@@ -570,3 +578,91 @@ def test_a_player_name_is_one_line_of_text(capsys):
     with pytest.raises(SystemExit):
         arena.main(["random", "greedy", "-a", "name=a\nb", "--games", "2", "--quiet"])
     assert "name='a\\nb': takes printable text (no line breaks)" in capsys.readouterr().err
+
+
+def test_ctrl_c_ends_a_match_with_the_score_and_records_of_its_finished_games(tmp_path):
+    """Ctrl-C at a terminal (SIGINT to the whole process group) while an engine thinks: the games
+    finished are said as a failure says them, their records kept, the engine stopped (its own
+    session: the signal does not kill it first, which would lose its game on time), one line on
+    stderr, exit code 130, no traceback."""
+    script, pids, records = tmp_path / "engine.py", tmp_path / "pids", tmp_path / "games"
+    script.write_text(MISBEHAVING_ENGINE)
+    command = [sys.executable, "-m", "azshogi.commands.arena", "greedy",
+               f"usi:{sys.executable} {script} resigns-then-hangs {pids}", "--games", "6", "--in-flight", "1",
+               "--records", str(records)]
+    match = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and "hung" in pids.read_text()):  # games 0 and 1 over, game 2 under way
+            assert match.poll() is None and time.monotonic() < deadline, match.communicate()
+            time.sleep(0.05)
+        engine = int(pids.read_text().split()[0])
+        assert os.getpgid(engine) != match.pid  # out of the match's process group: Ctrl-C reaches the match alone
+        os.killpg(match.pid, signal.SIGINT)
+        out, err = match.communicate(timeout=30)
+    finally:
+        if match.poll() is None:
+            match.kill()
+    assert match.returncode == 130, (out, err)
+    assert f"2 of 6 games finished before the interruption: W-L-D 2-0-0 (records: {records})" in out, out
+    assert "Traceback" not in err and err == (f"azshogi-arena: interrupted (Ctrl-C): the match stopped after 2 of 6 "
+                                              f"games, their score above and their records in {records}\n"), err
+    assert sorted(p.name for p in records.iterdir()) == ["game-0000.csa", "game-0001.csa"]
+    assert CSA.Parser.parse_file(str(records / "game-0001.csa"))[0].endgame == "%TORYO"
+    with pytest.raises(ProcessLookupError):  # the engine was stopped, not left running
+        os.kill(engine, 0)
+
+
+class _CtrlC(RandomPlayer):
+    """Ctrl-C arriving as this player starts its `at`-th game (counted over its matches)."""
+
+    def __init__(self, at: int):
+        super().__init__(1)
+        self.at, self.started = at, 0
+
+    def new_game(self, game):
+        self.started += 1
+        if self.started == self.at:
+            raise KeyboardInterrupt
+
+
+def _players(monkeypatch, *players):
+    """The command's players, these ones in turn."""
+    from azshogi.play import specs
+
+    made = iter(players)
+    monkeypatch.setattr(specs, "make_player", lambda *args, **kwargs: next(made))
+
+
+def test_ctrl_c_ends_a_ladder_with_the_rungs_played_and_the_games_of_the_one_under_way(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """The rungs finished are said as at the ladder's end (their lines, the rating), the rung under
+    way as a match cut short; every finished game's record is kept."""
+    _players(monkeypatch, _CtrlC(at=4))  # rung random's 2 games, then 1 of greedy's
+    records = tmp_path / "ladder"
+    with pytest.raises(SystemExit) as exit_:
+        arena.main(["random", "ladder", "--rungs", "random,greedy",
+                    "--games", "2", "--in-flight", "1", "--max-plies", "8", "--quiet", "--records", str(records)])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 130
+    assert re.search(r"^  random \(rating 0\): random vs random: W-L-D \d-\d-\d .* in 2 games$", out, re.M), out
+    assert "random vs greedy: 1 of 2 games finished before the interruption: W-L-D " in out, out
+    assert err == (f"azshogi-arena: interrupted (Ctrl-C): the ladder stopped during rung greedy's match, with 1 of 2 "
+                   f"rungs finished; what was played is above, its records in {records}\n"), err
+    assert sorted(str(p.relative_to(records)) for p in records.rglob("*.csa")) == [
+        "greedy/game-0000.csa", "random/game-0000.csa", "random/game-0001.csa"]
+
+
+def test_a_second_ctrl_c_during_the_wrap_up_stops_at_once_in_one_more_line(capsys, monkeypatch):
+    def second_ctrl_c():  # while the players close (an engine slow to quit)
+        raise KeyboardInterrupt
+
+    interrupting = _CtrlC(at=1)
+    monkeypatch.setattr(interrupting, "close", second_ctrl_c)
+    _players(monkeypatch, interrupting, GreedyPlayer(2))
+    with pytest.raises(SystemExit) as exit_:
+        arena.main(["random", "greedy", "--games", "2", "--quiet"])
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == ("azshogi-arena: interrupted (Ctrl-C): the match stopped before any game "
+                                       "finished\nazshogi-arena: interrupted (Ctrl-C): stopped at once\n")

@@ -1,12 +1,15 @@
 """`azshogi-arena`: a match between two players (play/arena.py), W/L/D and Elo, a JSON last line.
 Every mistake a user can make (a bad player, option, file or number) ends in one line naming it,
-exit code 2."""
+exit code 2. A match cut short, by an engine that keeps failing or by Ctrl-C, first says the
+score of the games it finished (their records are kept as each game ends); Ctrl-C then ends in
+one line, exit code 130, after the players' engines are stopped."""
 from __future__ import annotations
 
 import json
 import sys
+from typing import Optional
 
-from azshogi.commands.cli import ArgumentParser, fail, key_values
+from azshogi.commands.cli import ArgumentParser, fail, interrupted, key_values
 from azshogi.play.players import Player
 from azshogi.play.specs import PLAYER_KINDS
 
@@ -26,6 +29,25 @@ def _at_least_one(text: str) -> int:
 
 
 def main(argv=None) -> None:
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # at start-up, or a second Ctrl-C while the first one's wrap-up stops the engines
+        interrupted(PROGRAM, "stopped at once")
+
+
+def _finished_before(name_a: str, name_b: str, games: list, of: int, cause: str, records) -> None:
+    """What a match cut short by `cause` had played, said before it ends: the score of its
+    `games` (of `of`), and where their records are kept; nothing when no game finished."""
+    from azshogi.play.arena import MatchResult
+
+    if games:
+        partial = MatchResult(name_a, name_b, list(games))
+        kept = f" (records: {records})" if records else ""
+        print(f"{name_a} vs {name_b}: {len(games)} of {of} games finished before {cause}: "
+              f"W-L-D {partial.wins}-{partial.losses}-{partial.draws}{kept}", flush=True)
+
+
+def _main(argv) -> None:
     parser = ArgumentParser(
         prog=PROGRAM,
         description=f"Play a match between two players and report W/L/D and Elo. Players: {PLAYER_KINDS}.",
@@ -55,7 +77,7 @@ def main(argv=None) -> None:
 
     from pathlib import Path
 
-    from azshogi.play.arena import MatchResult, Openings, play_match
+    from azshogi.play.arena import Openings, play_match
     from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
@@ -83,14 +105,16 @@ def main(argv=None) -> None:
         result = play_match(players[0], players[1], args.games, openings=openings, rules=rules,
                             in_flight=args.in_flight, records_dir=Path(args.records) if args.records else None,
                             record_format=args.format, progress=not args.quiet, on_game=done.append)
-    except (ValueError, PositionError, UsiError) as e:
-        if done:  # what was played is not lost: its score, and its records where kept
-            partial = MatchResult(players[0].name, players[1].name)
-            partial.games = done
-            kept = f" (records: {args.records})" if args.records else ""
-            print(f"{partial.name_a} vs {partial.name_b}: {len(done)} of {args.games} games finished before the "
-                  f"failure: W-L-D {partial.wins}-{partial.losses}-{partial.draws}{kept}")
+    except (ValueError, PositionError, UsiError) as e:  # what was played is not lost: its score and records
+        if done:
+            _finished_before(players[0].name, players[1].name, done, args.games, "the failure", args.records)
         fail(PROGRAM, str(e))
+    except KeyboardInterrupt:
+        if done:
+            _finished_before(players[0].name, players[1].name, done, args.games, "the interruption", args.records)
+        interrupted(PROGRAM, f"the match stopped after {len(done)} of {args.games} games, their score above"
+                             + (f" and their records in {args.records}" if args.records else "")
+                             if done else "the match stopped before any game finished")
     except OSError as e:
         fail(PROGRAM, f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
     finally:
@@ -118,21 +142,41 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
     from pathlib import Path
 
     from azshogi.play.arena import older_records, write_game
-    from azshogi.play.ladder import RUNGS, named_twice, play_ladder, rung
+    from azshogi.play.ladder import RUNGS, LadderResult, named_twice, play_ladder, rung
     from azshogi.play.specs import make_player
     from azshogi.play.usi_client import UsiError
     from azshogi.shogi.positions import PositionError
 
     if b_options:
         fail(PROGRAM, "the ladder's rungs take no options (-b)")
-    player = None
+    player: Optional[Player] = None
+    result: Optional[LadderResult] = None  # filled rung by rung
+    rungs: list = []
+    by_rung: dict[str, list] = {}  # rung name -> its games finished, said if the ladder is cut short
+
+    def under_way() -> Optional[str]:
+        """The rung whose match was under way: the first one neither played nor left out."""
+        over = set(result.matches) | set(result.skipped) if result is not None else set()
+        return next((r.name for r in rungs if r.name not in over), None)
+
+    def say_played(cause: str) -> None:
+        """What a ladder cut short by `cause` had played, said before it ends: the rungs finished
+        (their lines and rating, as at its end) and the games of the rung under way."""
+        if result is not None and result.matches:
+            for line in _ladder_lines(result):
+                print(line)
+        name = under_way()
+        if result is not None and name is not None:
+            _finished_before(result.player, name, by_rung.get(name, []), args.games, cause,
+                             records / name if records is not None else None)
+
+    records = Path(args.records) if args.records else None
     try:
         rungs = [rung(n.strip()) for n in args.rungs.split(",") if n.strip()] if args.rungs else list(RUNGS)
         twice = named_twice(r.name for r in rungs)
         if twice:  # a rung's match is kept by its name: a second one would replace the first
             fail(PROGRAM, f"--rungs names {', '.join(twice)} more than once: each rung is one match "
                           f"(--games sets its games)")
-        records = Path(args.records) if args.records else None
         older = older_records(records, "*/game-*.*") if records is not None else None
         if older:  # a rung's game-0000 would replace another ladder's, and the rest would stay
             fail(PROGRAM, f"--records {records}: holds the records of another ladder ({older}, ...): give a new "
@@ -146,23 +190,44 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
         def keep(name, opponent, game) -> None:
             if records is not None:
                 write_game(records / name / f"game-{game.index:04d}.{args.format}", game, player.name, opponent.name)
+            by_rung.setdefault(name, []).append(game)
 
-        result = play_ladder(player, rungs, args.games, rules=rules, openings=args.openings, seed=args.seed * 2 + 1,
-                             in_flight=args.in_flight, progress=not args.quiet, say=print, on_game=keep)
+        result = LadderResult(player.name)
+        play_ladder(player, rungs, args.games, rules=rules, openings=args.openings, seed=args.seed * 2 + 1,
+                    in_flight=args.in_flight, progress=not args.quiet, say=print, on_game=keep, result=result)
     except (ValueError, PositionError, UsiError) as e:
+        say_played("the failure")
         fail(PROGRAM, str(e))
+    except KeyboardInterrupt:
+        say_played("the interruption")
+        if not by_rung or result is None:
+            interrupted(PROGRAM, "the ladder stopped before any game finished")
+        interrupted(PROGRAM, f"the ladder stopped during rung {under_way()}'s match, with {len(result.matches)} of "
+                             f"{len(rungs)} rungs finished; what was played is above"
+                             + (f", its records in {records}" if records is not None else ""))
     finally:
         if player is not None:
             player.close()
-    for name, match in result.matches.items():
-        print(f"{name:>8} (rating {rung(name).rating:.0f}): {match.summary_lines()[0]}")
+    assert result is not None  # play_ladder returned
+    for line in _ladder_lines(result):
+        print(line)
     rating = result.rating
-    print(f"{result.player}: rating {rating} on the ladder's scale (Elo above uniform random)" if rating
-          else f"{result.player}: no rung could be played")
     print(json.dumps({"player": result.player, "rating": None if rating is None else round(rating.rating, 1),
                       "rating_margin": None if rating is None else round(rating.margin, 1),
                       "rating_clipped": bool(rating and rating.clipped),
                       "rungs": {k: m.as_dict() for k, m in result.matches.items()}, "skipped": result.skipped}))
+
+
+def _ladder_lines(result) -> list[str]:
+    """A line per rung played and the rating from them."""
+    from azshogi.play.ladder import rung
+
+    lines = [f"{name:>8} (rating {rung(name).rating:.0f}): {match.summary_lines()[0]}"
+             for name, match in result.matches.items()]
+    rating = result.rating
+    lines.append(f"{result.player}: rating {rating} on the ladder's scale (Elo above uniform random)" if rating
+                 else f"{result.player}: no rung could be played")
+    return lines
 
 
 if __name__ == "__main__":

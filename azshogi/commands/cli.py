@@ -1,6 +1,7 @@
 """What every console script shares, without importing anything heavy (the USI engine must
 answer `usi` at once): a user's mistake ends in one line `PROGRAM: error: ...` on stderr and
-exit code 2, never a traceback."""
+exit code 2, never a traceback; Ctrl-C, where a command handles it, in `PROGRAM: interrupted ...`
+and exit code 130."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,13 @@ from typing import Callable, Iterator, NoReturn
 def fail(program: str, message: str) -> NoReturn:
     print(f"{program}: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def interrupted(program: str, message: str) -> NoReturn:
+    """Ctrl-C: one line `PROGRAM: interrupted (Ctrl-C): ...` on stderr saying what was kept, and
+    exit code 130 (the shell's for SIGINT), never a traceback."""
+    print(f"{program}: interrupted (Ctrl-C): {message}", file=sys.stderr)
+    sys.exit(130)
 
 
 @contextlib.contextmanager

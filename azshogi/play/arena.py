@@ -264,7 +264,9 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
                record_format: str = "csa", progress: bool = True,
                on_game: Optional[Callable[[MatchGame], None]] = None) -> MatchResult:
     """Plays `games` games, A black in even-numbered games; game 2k and 2k+1 share opening k.
-    Records go to `records_dir/game-NNNN.csa|kif` when given."""
+    Records go to `records_dir/game-NNNN.csa|kif` when given, each as its game ends, and then
+    on_game(the game): a match that raises (an engine that keeps failing, KeyboardInterrupt)
+    leaves the records of the games on_game heard of."""
     if games < 1 or in_flight < 1:
         raise ValueError("games and in_flight must be >= 1")
     if record_format not in ("csa", "kif"):
@@ -285,15 +287,17 @@ def play_match(player_a: Player, player_b: Player, games: int, *, openings: Opti
     score = [0, 0, 0]
 
     def finish(game: _Game, outcome: MatchGame) -> None:
-        for player in (player_a, player_b):
-            player.end_game(game.index)
-        finished.append(outcome)
-        score[{1.0: 0, 0.0: 1, 0.5: 2}[outcome.a_score]] += 1
+        # The record first, then the game counts: a match cut short (Ctrl-C, a failing engine)
+        # reports just the games whose records are kept
         if records_dir is not None:
             write_game(records_dir / f"game-{outcome.index:04d}.{record_format}", outcome, player_a.name,
                        player_b.name)
+        finished.append(outcome)
         if on_game:
             on_game(outcome)
+        for player in (player_a, player_b):
+            player.end_game(game.index)
+        score[{1.0: 0, 0.0: 1, 0.5: 2}[outcome.a_score]] += 1
         bar.update(1)
         bar.set_postfix_str(f"W-L-D {score[0]}-{score[1]}-{score[2]}")
 

@@ -308,11 +308,14 @@ class LadderResult:
 
 def play_ladder(player, rungs: Sequence[Rung], games: int, *, rules, openings: str = "startpos", seed: int = 0,
                 in_flight: int = 16, progress: bool = False, say: Callable[[str], None] = print,
-                on_game: Optional[Callable[[str, Any, Any], None]] = None) -> LadderResult:
+                on_game: Optional[Callable[[str, Any, Any], None]] = None,
+                result: Optional[LadderResult] = None) -> LadderResult:
     """Plays `player` against each rung (`games` games, colours alternating). A rung that
     cannot be played (Fairy-Stockfish missing, or crashing) is left out with a one-line note
-    through `say`; the others are played. on_game(rung name, opponent, arena.MatchGame) per game."""
-    result = LadderResult(player.name)
+    through `say`; the others are played. on_game(rung name, opponent, arena.MatchGame) per game.
+    `result`, when given, is filled rung by rung (and returned): a caller that is interrupted
+    (Ctrl-C) has the rungs played until then."""
+    result = LadderResult(player.name) if result is None else result
     for r in rungs:
         try:
             opponent = rung_player(r.name, seed)

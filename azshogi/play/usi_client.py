@@ -17,16 +17,20 @@ class UsiError(RuntimeError):
 
 class UsiClient:
     """A USI engine in a child process. Its output is read by a thread, so every wait has a
-    timeout and a dead or silent engine raises UsiError instead of hanging the match."""
+    timeout and a dead or silent engine raises UsiError instead of hanging the match. Its owner
+    stops it (`close`); should the owner die first, the end of its input does (USI engines quit
+    there, Fairy-Stockfish and azshogi's own even in the middle of a search)."""
 
     def __init__(self, command: str, options: Optional[dict] = None, timeout: float = 120.0):
         self.command = command
         self.name = command
         argv = shlex.split(command)
         try:
+            # A session of its own: Ctrl-C at the terminal reaches the match, which stops the
+            # engine in order, and not the engine, whose death would lose its game on time
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
-                                         errors="replace", bufsize=1)
+                                         errors="replace", bufsize=1, start_new_session=True)
         except OSError as e:
             raise UsiError(f"cannot start {command!r}: {e}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
@@ -37,7 +41,7 @@ class UsiClient:
         self.options: dict[str, str] = {}  # the engine's option names, lower case -> as declared
         try:
             self._handshake(options or {}, timeout)
-        except UsiError:  # silent, dead or refusing: not left running
+        except BaseException:  # silent, dead or refusing, or Ctrl-C while it started: not left running
             self.close()
             raise
 
