@@ -331,9 +331,9 @@ class Loop:
                 self.stored_replay.written(path, replay)
                 self.stored_replay.prune(ckpt.list_checkpoints(self.paths.checkpoints))
         if records_error is not None:  # said as the file's error, with what was kept and what was not
-            e = records_error
-            raise type(e)(e.errno, f"{e.strerror or e} ({path.name} was written; its phase's game records "
-                                   f"were not)", e.filename) from None
+            error = records_error
+            raise type(error)(error.errno, f"{error.strerror or error} ({path.name} was written; its phase's game "
+                                           f"records were not)", error.filename) from None
         return path
 
     def _resumed_from_file(self, path: Path) -> bool:
