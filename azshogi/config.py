@@ -717,7 +717,8 @@ def _as_checked_now(data: dict) -> dict:
     """A saved config in the forms today's checks accept, where an older azshogi allowed more
     and reading it back changes nothing that plays: a data file named twice in a list (the files
     are not read again), a self-play mate adjudication past MAX_MATE_PLIES (at most that),
-    cluster settings without the cluster (ignored)."""
+    cluster settings without the cluster (ignored), a batch larger than the replay window or a
+    learning rate past 10 (at most those: a saved config's are read for the network, not trained with)."""
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for section, key in (("replay", "seed_files"), ("pretrain", "train_files"), ("pretrain", "test_files")):
         if isinstance(data.get(section, {}).get(key), list):
@@ -728,6 +729,11 @@ def _as_checked_now(data: dict) -> dict:
     cluster = data.get("cluster")
     if isinstance(cluster, dict) and cluster.get("backend", "none") == "none":  # cluster settings never used
         data["cluster"] = {}
+    train, capacity = data.get("train", {}), data.get("replay", {}).get("capacity")
+    if isinstance(train.get("batch_size"), int) and isinstance(capacity, int) and train["batch_size"] > capacity:
+        train["batch_size"] = capacity  # a batch drew from a smaller window with replacement
+    if isinstance(train.get("lr"), (int, float)) and train["lr"] > 10:
+        train["lr"] = 10.0
     return data
 
 

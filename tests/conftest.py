@@ -5,8 +5,14 @@ import copy
 import functools
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
+
+# A test run started in the background (`nohup ... &`, a script's `cmd &`) ignores SIGINT, and so
+# would the processes it starts: the tests of what Ctrl-C does need it delivered, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # One thread for torch here and in the processes the tests start: the tests' networks are tiny,
 # and on a machine busier than its cores (tests running side by side) a second thread makes a

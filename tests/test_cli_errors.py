@@ -67,7 +67,8 @@ def test_a_plus_adds_groups_and_free_keys_but_no_setting(capsys, monkeypatch):
     free) pass the check; `+model.anything` does not."""
     from azshogi.commands.app import check_overrides
 
-    for ok in (["+experiment=smoke"], ["+eval.usi_options.UCI_Variant=shogi"], ["++search.num_simulations=3"]):
+    for ok in (["+experiment=smoke"], ["+eval.usi_options.UCI_Variant=shogi"], ["++search.num_simulations=3"],
+               ["log_root=${hydra:runtime.cwd}/logs"]):  # resolved from the Hydra config
         monkeypatch.setattr(sys, "argv", ["azshogi", *ok])
         check_overrides("azshogi")  # returns: no exit
     monkeypatch.setattr(sys, "argv", ["azshogi", "+model.width=3"])

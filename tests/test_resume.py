@@ -325,8 +325,9 @@ def test_a_stop_after_a_start_from_a_whole_checkpoint_writes_the_phase_records_a
 
 def test_a_stop_killed_between_its_records_and_its_checkpoint_leaves_no_game_twice(straight, monkeypatch):
     """Ctrl-C; resumed and stopped again, killed after the records were appended and before the
-    checkpoint (kill -9, power loss); resumed from the first stop and stopped: the killed save's
-    games were appended a second time. A -partial file keeps its records' length."""
+    checkpoint (kill -9, power loss); resumed from the first stop and stopped at once, before any
+    game ended; resumed and stopped: the killed save's games were appended a second time. A
+    -partial file keeps its records' length."""
     from azshogi.formats.dlshogi import read_hcpe3
     from azshogi.train import loop as loop_module
 
@@ -343,6 +344,10 @@ def test_a_stop_killed_between_its_records_and_its_checkpoint_leaves_no_game_twi
         with pytest.raises(SystemExit):
             RecordingLoop(config(root, "killed"), stop_after_games=1).run()
     assert loop_module.ckpt.save is written
+    at_once = RecordingLoop(config(root, "killed"))  # stopped again before any game finished
+    at_once.stop_requested = True
+    at_once.run()
+    assert list(at_once.written) == ["ckpt-00000-partial.pt"]
     last = RecordingLoop(config(root, "killed"), stop_after_games=1)
     last.run()
     assert list(last.written) == ["ckpt-00000-partial.pt"]

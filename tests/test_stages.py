@@ -172,12 +172,16 @@ def test_the_removed_deeper_keys_are_refused_and_ignored_in_saved_configs():
 
 def test_a_saved_config_that_an_older_azshogi_took_still_reads_back():
     """Values refused on the command line since (a data file named twice, a mate adjudication
-    past 11 plies) do not make a checkpoint unreadable: they are read in the forms taken now."""
+    past 11 plies, a batch past the window, a learning rate past 10, cluster settings without the
+    cluster) do not make a checkpoint unreadable: they are read in the forms taken now."""
     plain = to_plain(to_config(compose_config(TINY)))
     plain["rules"]["mate_adjudication_plies"] = 13
     plain["pretrain"]["train_files"] = ["a.hcpe", "a.hcpe", "b.hcpe3"]
+    plain["replay"]["capacity"], plain["train"]["batch_size"], plain["train"]["lr"] = 30, 64, 20.0
+    plain["cluster"]["nodes"] = 4  # ignored without the cluster
     cfg = from_plain(plain)
     assert cfg.rules.mate_adjudication_plies == 11 and cfg.pretrain.train_files == ["a.hcpe", "b.hcpe3"]
+    assert (cfg.train.batch_size, cfg.train.lr, cfg.cluster.nodes) == (30, 10.0, 1)
     with pytest.raises(ConfigError, match="rules.mate_adjudication_plies=-1"):
         to_config(compose_config(TINY + ["rules.mate_adjudication_plies=-1"]))
 

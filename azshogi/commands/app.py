@@ -162,7 +162,8 @@ def check_overrides(program: str) -> None:
                       "command per setting, each with its own run=NAME")
     overrides = list(args.overrides)
     if args.config_dir:  # Hydra's --config-dir: that folder's configs beside azshogi's own, as Hydra runs them
-        overrides.append(f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]")
+        folder = str(Path(args.config_dir).resolve()).replace("\\", "\\\\").replace("'", "\\'")
+        overrides.append(f"hydra.searchpath=['file://{folder}']")  # quoted: a comma in the path
     name = args.config_name or "config"
     try:
         with initialize_config_module("azshogi.conf", version_base="1.3"):
@@ -174,9 +175,12 @@ def check_overrides(program: str) -> None:
             if added and added.group(1) in (before.get("stages") or {}):
                 fail(program, f"+stages.{added.group(1)}: the run's schedule has a stage {added.group(1)} already "
                               f"(its preset's), which this would merge into; change it with "
-                              f"stages.{added.group(1)}.KEY=VALUE, remove it with '~stages.{added.group(1)}', or "
-                              f"add the stage under another name")
+                              f"stages.{added.group(1)}.KEY=VALUE (+stages.{added.group(1)}.set.KEY=VALUE for a "
+                              f"setting it does not set yet), remove it with '~stages.{added.group(1)}', or add the "
+                              f"stage under another name")
         # every interpolation (`train.lr=${foo}`), resolved now rather than in a traceback later
+        # (`${hydra:...}` resolves from the Hydra config, which hydra.main sets again before the run)
+        HydraConfig.instance().set_config(cfg)
         OmegaConf.to_container(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True)
     except (HydraException, OmegaConfBaseException, ValueError) as e:  # ValueError: `model=5`, a group's non-string
         missing = _NOT_OVERRIDDEN.match(str(e))

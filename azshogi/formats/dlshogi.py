@@ -200,15 +200,29 @@ class Hcpe3Writer:
     def add(self, game: SelfPlayGame) -> None:
         self._chunks.append(game.hcpe3 if game.hcpe3 is not None else encode_game(game))
 
+    @property
+    def pending_bytes(self) -> int:
+        return sum(len(chunk) for chunk in self._chunks)
+
+    @staticmethod
+    def kept(path: Path, append: bool, keep: Optional[int] = None) -> int:
+        """How many bytes of `path` a flush keeps before the games it adds: with append, what the
+        file holds (its first `keep` where given); else none."""
+        if not append or not Path(path).exists():
+            return 0
+        size = Path(path).stat().st_size
+        return size if keep is None else min(size, keep)
+
     def flush(self, path: Path, append: bool = False, keep: Optional[int] = None) -> Optional[Path]:
         """Writes the pending games to `path` atomically (after what it holds, with append: its
         first `keep` bytes where given, the length a checkpoint recorded of it, so that games a
-        save killed before its checkpoint appended are not there twice) and forgets them;
-        returns the path, or None when no game was pending."""
-        if not self._chunks:
-            return None
+        save killed before its checkpoint appended are not there twice; that cut is made even
+        with no game pending) and forgets them; returns the path, or None when nothing was written."""
         path = Path(path)
-        before = path.read_bytes()[:keep] if append and path.exists() else b""
+        kept = self.kept(path, append, keep)
+        if not self._chunks and (not append or not path.exists() or path.stat().st_size == kept):
+            return None
+        before = path.read_bytes()[:kept] if kept else b""
         write_atomically(path, before + b"".join(self._chunks))
         self._chunks.clear()
         return path

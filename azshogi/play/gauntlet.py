@@ -51,7 +51,7 @@ from azshogi.play.engine import Engine
 from azshogi.play.ladder import RUNGS, Rating, named_twice, nearest_rungs, play_ladder, rung
 from azshogi.play.players import Player, UsiPlayer
 from azshogi.play.settings import EngineSettings, from_eval
-from azshogi.play.usi_client import UsiClient, UsiError
+from azshogi.play.usi_client import START_S, UsiClient, UsiError
 from azshogi.shogi.rules import rules_of
 
 PLAY_BATCH = EngineSettings().max_batch  # the engine's default BatchSize's most (no eval.* key)
@@ -82,7 +82,7 @@ class GauntletResult:
         return f"eval at checkpoint {self.checkpoint}: " + "; ".join(parts) + rating
 
 
-HANDSHAKE_S = 30.0  # eval.usi_engine's usi/usiok and isready/readyok at start-up
+HANDSHAKE_S = START_S  # eval.usi_engine's usi/usiok and isready/readyok at start-up: as long as in a match
 
 
 def check_settings(cfg: Config) -> None:

@@ -10,6 +10,8 @@ from typing import Optional, Sequence
 
 from azshogi.shogi.scores import cp_to_win_rate
 
+START_S = 120.0  # how long an engine may take to answer usi and isready (a large network or hash to set up)
+
 
 class UsiError(RuntimeError):
     pass
@@ -21,7 +23,7 @@ class UsiClient:
     stops it (`close`); should the owner die first, the end of its input does (USI engines quit
     there, Fairy-Stockfish and azshogi's own even in the middle of a search)."""
 
-    def __init__(self, command: str, options: Optional[dict] = None, timeout: float = 120.0):
+    def __init__(self, command: str, options: Optional[dict] = None, timeout: float = START_S):
         self.command = command
         self.name = command
         argv = shlex.split(command)

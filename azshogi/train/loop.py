@@ -317,14 +317,16 @@ class Loop:
                     # The games whose positions entered the buffer since the previous checkpoint file;
                     # a second stop in the same phase (resumed from its -partial file) adds to that
                     # file's records; any other start writes them anew.
-                    records = self.paths.hcpe3(path)
+                    records, keep = self.paths.hcpe3(path), self.counters.records_bytes
+                    append, length = partial and self._resumed_from_file(path), 0
                     try:
-                        self.hcpe3.flush(records, append=partial and self._resumed_from_file(path),
-                                         keep=self.counters.records_bytes)
+                        length = Hcpe3Writer.kept(records, append, keep)
+                        pending = self.hcpe3.pending_bytes
+                        self.hcpe3.flush(records, append=append, keep=keep)
+                        length += pending
                     except OSError as e:  # the log disk (full, say): the checkpoint is written all the same
                         records_error = e
-                    self.counters.records_bytes = (records.stat().st_size if records.exists() else 0) if partial \
-                        else None
+                    self.counters.records_bytes = length if partial else None  # the records' valid length
             with self.clock.phase("checkpoint"):
                 replay = self.stored_replay.checkpoint()
                 path = ckpt.save(self.state_dict(replay, games), path, self.cfg.loop.keep_checkpoints)

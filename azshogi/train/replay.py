@@ -319,9 +319,10 @@ class StoredReplay:
                     break
                 except ReplayStoreError as e:
                     damaged = [s for s in state["segments"] if str(s["file"]) == e.file]
-                    if not (skip_damaged and damaged):
+                    after = int(damaged[0]["first"]) + int(damaged[0]["count"]) if damaged else end
+                    if not skip_damaged or after >= end:  # the newest segment: no window would be left
                         raise
-                    begin = max(begin, int(damaged[0]["first"]) + int(damaged[0]["count"]))
+                    begin = max(begin, after)
                     dropped = (f"replay.skip_damaged: the window starts after {e.file} (damaged or missing): "
                                f"{begin - int(state['begin']):,} of its {end - int(state['begin']):,} positions "
                                f"left out")

@@ -175,7 +175,7 @@ class RunState:
 
 # Settings a resume may change without it meaning anything for the run's data: where it is, how
 # far it goes.
-_UNREMARKABLE = ("run", "resume", "checkpoint_root", "log_root", "loop.max_checkpoints")
+_UNREMARKABLE = ("run", "resume", "checkpoint_root", "log_root", "loop.max_checkpoints", "replay.skip_damaged")
 # Settings saved as "auto" (by a pretraining, which resolves none): the value a run resolves is no change
 _AUTO = {"selfplay.num_workers": -1, "selfplay.num_actors": 0}
 
