@@ -202,6 +202,13 @@ def _usiok_timed(folder: Path, output: str) -> None:
                      re.M), output
 
 
+def _read_cost_rows(folder: Path, output: str) -> None:
+    """checkpoint_read_cost.py: a row for the network file it made, bytes and both times."""
+    row = next(line for line in output.splitlines() if line.startswith("| a network file of 1 MB of weights"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert int(cells[1].replace(",", "")) > 1_000_000 and all(c.endswith(" s") for c in cells[2:]), row
+
+
 def _first_minute_seen(folder: Path, output: str) -> None:
     """first_minute.py on a one-checkpoint run (it stops watching when the run ends): its JSON
     line, with the bar drawn, then a move shown on it."""
@@ -856,6 +863,9 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("a benchmark (minutes); test_bench_checkpoint.py::test_the_checkpoint_benchmark_runs runs the tool "
              "smoke-sized"),
     "PYTHONPATH=/tmp/azshogi-9d6d736 python docs/tools/bench_checkpoint.py --repeats 3": Skip(OLD_ENGINE),
+    "python docs/tools/checkpoint_read_cost.py checkpoints/n99/ckpt-00205.pt":
+        Run(("--megabytes", "1", "--repeats", "1"), fill=(("checkpoints/n99/ckpt-00205.pt", ""),),
+            then=_read_cost_rows),
     "python docs/tools/first_minute.py": Run(("--seconds", "300", *LOOP, "model=tiny", "loop.max_checkpoints=1"),
                                              then=_first_minute_seen),
     "git archive 9d6d736 | tar -x -C /tmp/azshogi-main": Skip(OLD_ENGINE),
