@@ -148,7 +148,9 @@ def check_overrides(program: str) -> None:
     """Composes the config once before Hydra runs the command, so that an unknown key (with or
     without a `+`), a value of the wrong type or an unknown option of a group ends in one line and
     exit code 2 (Hydra would print several lines and exit 1, suggest `+key=value` for a mistyped
-    key, and accept that key silently)."""
+    key, and accept that key silently); so do an interpolation that does not resolve, a sweep
+    (-m), and a `+stages.NAME` that the config has already. --config-dir and --config-name are
+    composed as Hydra will run them."""
     from hydra import compose, initialize_config_module
     from hydra._internal.utils import get_args_parser
     from hydra.errors import HydraException
