@@ -41,7 +41,8 @@ HYDRA_MISTAKES = [
     (["replay.capacity=100", "train.batch_size=101"], "train.batch_size=101: must be in [1, replay.capacity]"),
     # Hydra's and OmegaConf's tracebacks: an interpolation, a group given a number
     (["train.lr=${nosuch}"], "train.lr: Interpolation key 'nosuch' not found"),
-    (["model=5"], "Config group override must be a string"),
+    (["model=5"], "model=5: a config group takes the name of one of its options: cpu, large, medium, small, tiny"),
+    (["model=[5]"], "model=[5]: a config group takes the name of one of its options"),
 ]
 
 

@@ -381,4 +381,6 @@ def test_records_that_cannot_be_written_do_not_keep_the_checkpoint_from_being_wr
                                       r"records were not\)") as error:
         train(tiny_config("loop.max_checkpoints=1", "selfplay.write_hcpe3=true"), show_progress=False)
     assert error.value.filename.endswith("ckpt-00001.hcpe3") and error.value.errno == errno.ENOSPC
+    log = (tmp_path / "logs" / "t" / "azshogi.log").read_text()  # the log says why the session ended
+    assert "ERROR the run stopped: " in log and "No space left on device (ckpt-00001.pt was written" in log
     assert [p.name for p in ckpt.list_checkpoints(tmp_path / "checkpoints" / "t")] == ["ckpt-00001.pt"]

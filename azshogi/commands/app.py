@@ -141,6 +141,21 @@ def run_folders(cfg: Config) -> dict:
 
 
 _NOT_OVERRIDDEN = re.compile(r"Could not override '([^']+)'")
+_OPTION_NAME = re.compile(r"[A-Za-z_][\w-]*")
+
+
+def _group_given_no_option(overrides: list[str]) -> Optional[str]:
+    """The line for an override of a config group (`model=5`, `model=[5]`) whose value is no
+    option's name (Hydra says only "Got int", or fails with a TypeError), or None."""
+    from importlib.resources import files
+
+    folder = files("azshogi.conf")  # a config group is a folder of it, its options the files
+    for override in overrides:
+        key, sep, value = override.lstrip("+~").partition("=")
+        if sep and _OPTION_NAME.fullmatch(key) and folder.joinpath(key).is_dir() and not _OPTION_NAME.fullmatch(value):
+            options = ", ".join(sorted(p.name[:-5] for p in folder.joinpath(key).iterdir() if p.name.endswith(".yaml")))
+            return f"{key}={value}: a config group takes the name of one of its options: {options}"
+    return None
 _ADDED_STAGE = re.compile(r"\+stages\.([^.=]+)=")  # `+stages.NAME=...`: a whole stage added
 
 
@@ -184,9 +199,9 @@ def check_overrides(program: str) -> None:
         # (`${hydra:...}` resolves from the Hydra config, which hydra.main sets again before the run)
         HydraConfig.instance().set_config(cfg)
         OmegaConf.to_container(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True)
-    except (HydraException, OmegaConfBaseException, ValueError) as e:  # ValueError: `model=5`, a group's non-string
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError) as e:  # `model=5`, `model=[5]`
         missing = _NOT_OVERRIDDEN.match(str(e))
-        message = unknown_key_message(missing.group(1)) if missing else None
+        message = unknown_key_message(missing.group(1)) if missing else _group_given_no_option(overrides)
         key = getattr(e, "full_key", None)  # an interpolation's error names its key apart
         line = _one_line(e)
         fail(program, message or (f"{key}: " if key and key not in line else "") + line)

@@ -394,6 +394,10 @@ class Loop:
                 path = self.save(partial=True)
                 self.monitor.say(f"stopped; saved {path} (start the same command again to resume)")
             return self.counters
+        except Exception as e:  # what ended the session, in its log too (the console has it from the command)
+            if handler is not None:
+                log.error(f"the run stopped: {e}")
+            raise
         finally:
             with stopping.writing("self-play's processes are being stopped"):  # none left behind
                 self.selfplay.close()  # stops any worker processes, or the cluster's nodes
