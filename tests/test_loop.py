@@ -366,6 +366,17 @@ def test_selfplay_searches_deeper_from_the_checkpoint_asked(tiny_config, tmp_pat
     assert "gumbel 12 simulations, 4 considered" in (logs / "azshogi.log").read_text().split("resumed from")[1]
 
 
+def test_a_window_smaller_than_a_phase_is_said_at_start_up(tiny_config):
+    """replay.capacity below one phase's positions ran without a word: most of each phase's
+    positions were pushed out of the window before any training step saw them."""
+    from azshogi.train.loop import window_hint
+
+    assert window_hint(tiny_config()) is None  # 2,000 positions kept, 60 a phase
+    assert window_hint(tiny_config("replay.capacity=50")) == (
+        "replay.capacity=50 is smaller than loop.positions_per_checkpoint=60: of each phase's new positions only "
+        "the newest 50 are trained on (the rest are played for nothing)")
+
+
 def test_records_that_cannot_be_written_do_not_keep_the_checkpoint_from_being_written(tiny_config, tmp_path,
                                                                                       monkeypatch):
     """The log disk full at a checkpoint: the error ends the run, after the checkpoint is written."""

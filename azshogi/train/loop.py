@@ -441,7 +441,8 @@ class Loop:
                              f"(e.g. add loop.max_checkpoints={c.checkpoints + limit} to the command), "
                              f"or give a new run a new name (run=NAME)")
             return
-        for hint in (cpu_hint(cfg, self.device), cpu_bf16_hint(cfg, self.device), never_flat(self.base)):
+        for hint in (cpu_hint(cfg, self.device), cpu_bf16_hint(cfg, self.device), never_flat(self.base),
+                     window_hint(cfg)):
             if hint:
                 self.monitor.say(hint)
         if seeded:
@@ -766,6 +767,16 @@ def cpu_bf16_hint(cfg: Config, device: torch.device) -> Optional[str]:
     return ("train.cpu_bf16: this CPU has no native bf16 instructions (AVX512_BF16 or AMX; or ONEDNN_MAX_CPU_ISA "
             "keeps oneDNN from them), where a bf16 training step took 2.4-10 times an fp32 one (docs/benchmarks.md), "
             "so the steps stay fp32")
+
+
+def window_hint(cfg: Config) -> Optional[str]:
+    """What the start-up line says where the replay window (cfg as in force now) is smaller than
+    one phase's new positions, which training then never sees; else None."""
+    capacity, phase = cfg.replay.capacity, cfg.loop.positions_per_checkpoint
+    if capacity >= phase:
+        return None
+    return (f"replay.capacity={capacity:,} is smaller than loop.positions_per_checkpoint={phase:,}: of each phase's "
+            f"new positions only the newest {capacity:,} are trained on (the rest are played for nothing)")
 
 
 def train(cfg: Config, show_progress: bool = True) -> RunCounters:
