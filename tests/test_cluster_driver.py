@@ -236,3 +236,22 @@ def test_the_runs_resignation_threshold_reaches_every_node(fake_ray, tiny_config
         assert len({g.game_id // cluster_module.GAME_ID_RANGE for g in resigned}) == 2  # on both nodes
     finally:
         driver.close()
+
+
+def test_the_session_folders_of_local_instances_whose_run_was_killed_are_removed(tmp_path):
+    """A run killed with kill -9 never removes its local instance's session folder: the next
+    local start removes those whose owner is gone, and no other."""
+    import os
+    import subprocess
+
+    from azshogi.selfplay.cluster import SESSION_OWNER, remove_stale_sessions
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for name, owner in (("azshogi-ray-killed", gone.pid), ("azshogi-ray-running", os.getpid()),
+                        ("azshogi-ray-unknown", None), ("other-killed", gone.pid)):
+        (tmp_path / name).mkdir()
+        if owner is not None:
+            (tmp_path / name / SESSION_OWNER).write_text(str(owner))
+    assert remove_stale_sessions(str(tmp_path)) == [str(tmp_path / "azshogi-ray-killed")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["azshogi-ray-running", "azshogi-ray-unknown", "other-killed"]

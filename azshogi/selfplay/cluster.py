@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import glob
 import logging
 import math
 import os
@@ -136,7 +137,10 @@ def connect(cluster) -> Connection:
     if cluster.address == "local":
         cpus = cluster.local_cpus or max(1, math.ceil(cluster.nodes * cluster.node_cpus))
         parent = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else None)
-        temp_dir = tempfile.mkdtemp(prefix="azshogi-ray-", dir=parent)
+        remove_stale_sessions(parent or tempfile.gettempdir())
+        temp_dir = tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=parent)
+        with open(os.path.join(temp_dir, SESSION_OWNER), "w") as f:
+            f.write(str(os.getpid()))
         try:
             ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
                      **options)  # a new one, always
@@ -157,6 +161,28 @@ def connect(cluster) -> Connection:
     finally:
         _no_colour_reset_at_exit()
     return Connection(True)
+
+
+SESSION_PREFIX = "azshogi-ray-"  # a local instance's session folder: its name begins so
+SESSION_OWNER = "azshogi-owner"  # in it: the pid of the process that started the instance
+
+
+def remove_stale_sessions(parent: str) -> list[str]:
+    """Removes the session folders of local instances whose owner is gone (killed with kill -9:
+    its own cleanup never ran), and says which; a folder with no owner file, or a live owner,
+    stays."""
+    removed = []
+    for folder in sorted(glob.glob(os.path.join(parent, SESSION_PREFIX + "*"))):
+        try:
+            with open(os.path.join(folder, SESSION_OWNER)) as f:
+                pid = int(f.read().strip())
+            os.kill(pid, 0)
+        except ProcessLookupError:  # the owner is gone
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        except (OSError, ValueError):  # no owner file (another program's), or not ours to judge
+            continue
+    return removed
 
 
 def _reachable(address: str, timeout_s: float = 10.0) -> None:
