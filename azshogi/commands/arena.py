@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from azshogi.commands.cli import ArgumentParser, fail, interrupted, key_values
-from azshogi.play.players import Player
-from azshogi.play.specs import PLAYER_KINDS
+
+if TYPE_CHECKING:  # the players' modules import torch (a second): after main's Ctrl-C handling begins
+    from azshogi.play.players import Player
 
 PROGRAM = "azshogi-arena"
 
@@ -47,10 +48,16 @@ def _finished_before(name_a: str, name_b: str, games: list, of: int, cause: str,
               f"W-L-D {partial.wins}-{partial.losses}-{partial.draws}{kept}", flush=True)
 
 
+def _player_kinds() -> str:
+    from azshogi.play.specs import PLAYER_KINDS
+
+    return PLAYER_KINDS
+
+
 def _main(argv) -> None:
     parser = ArgumentParser(
         prog=PROGRAM,
-        description=f"Play a match between two players and report W/L/D and Elo. Players: {PLAYER_KINDS}.",
+        description=f"Play a match between two players and report W/L/D and Elo. Players: {_player_kinds()}.",
         epilog="The last line printed is one JSON object with games, wins, losses, draws, score, elo, elo_margin, "
                "los (from player A's side).")
     parser.add_argument("player_a")
