@@ -7,6 +7,7 @@ receives these dataclasses (via `to_config`), never a raw DictConfig.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
@@ -685,13 +686,24 @@ def _check_data_files(paths: List[str], key: str) -> None:
 def to_config(cfg: DictConfig | Config) -> Config:
     """Converts Hydra's merged DictConfig into validated dataclasses."""
     if isinstance(cfg, Config):
-        return validate(cfg)
+        return validate(_home_expanded(cfg))
     obj = OmegaConf.to_object(cfg)
     if not isinstance(obj, Config):
         # A plain dict (no structured schema): merge it onto the schema so types are checked.
         obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), cfg))
     assert isinstance(obj, Config), type(obj)  # merged onto the structured schema
-    return validate(obj)
+    return validate(_home_expanded(obj))
+
+
+def _home_expanded(cfg: Config) -> Config:
+    """The settings that name files and folders with a leading `~` (that the shell left, as zsh
+    and dash do in KEY=~/x, or a quoted value) as the user's home: it made a folder named `~`."""
+    home = os.path.expanduser
+    return replace(cfg, checkpoint_root=home(cfg.checkpoint_root), log_root=home(cfg.log_root),
+                   resume=home(cfg.resume) if cfg.resume else cfg.resume,
+                   replay=replace(cfg.replay, seed_files=[home(f) for f in cfg.replay.seed_files]),
+                   pretrain=replace(cfg.pretrain, train_files=[home(f) for f in cfg.pretrain.train_files],
+                                    test_files=[home(f) for f in cfg.pretrain.test_files]))
 
 
 def to_plain(cfg: Config) -> dict:

@@ -580,11 +580,13 @@ def test_a_player_name_is_one_line_of_text(capsys):
     assert "name='a\\nb': takes printable text (no line breaks)" in capsys.readouterr().err
 
 
-def test_ctrl_c_ends_a_match_with_the_score_and_records_of_its_finished_games(tmp_path):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_ctrl_c_ends_a_match_with_the_score_and_records_of_its_finished_games(tmp_path, sig, code, said):
     """Ctrl-C at a terminal (SIGINT to the whole process group) while an engine thinks: the games
     finished are said as a failure says them, their records kept, the engine stopped (its own
     session: the signal does not kill it first, which would lose its game on time), one line on
-    stderr, exit code 130, no traceback."""
+    stderr, exit code 130, no traceback. SIGTERM (`timeout`, `kill`) alike, exit code 143: it
+    ended the match saying nothing."""
     script, pids, records = tmp_path / "engine.py", tmp_path / "pids", tmp_path / "games"
     script.write_text(MISBEHAVING_ENGINE)
     command = [sys.executable, "-m", "azshogi.commands.arena", "greedy",
@@ -599,14 +601,14 @@ def test_ctrl_c_ends_a_match_with_the_score_and_records_of_its_finished_games(tm
             time.sleep(0.05)
         engine = int(pids.read_text().split()[0])
         assert os.getpgid(engine) != match.pid  # out of the match's process group: Ctrl-C reaches the match alone
-        os.killpg(match.pid, signal.SIGINT)
+        os.killpg(match.pid, sig)
         out, err = match.communicate(timeout=30)
     finally:
         if match.poll() is None:
             match.kill()
-    assert match.returncode == 130, (out, err)
+    assert match.returncode == code, (out, err)
     assert f"2 of 6 games finished before the interruption: W-L-D 2-0-0 (records: {records})" in out, out
-    assert "Traceback" not in err and err == (f"azshogi-arena: interrupted (Ctrl-C): the match stopped after 2 of 6 "
+    assert "Traceback" not in err and err == (f"azshogi-arena: interrupted ({said}): the match stopped after 2 of 6 "
                                               f"games, their score above and their records in {records}\n"), err
     assert sorted(p.name for p in records.iterdir()) == ["game-0000.csa", "game-0001.csa"]
     assert CSA.Parser.parse_file(str(records / "game-0001.csa"))[0].endgame == "%TORYO"
@@ -666,3 +668,14 @@ def test_a_second_ctrl_c_during_the_wrap_up_stops_at_once_in_one_more_line(capsy
     assert exit_.value.code == 130
     assert capsys.readouterr().err == ("azshogi-arena: interrupted (Ctrl-C): the match stopped before any game "
                                        "finished\nazshogi-arena: interrupted (Ctrl-C): stopped at once\n")
+
+
+def test_names_an_ascii_output_cannot_hold_are_escaped_not_a_crash():
+    """A Japanese player name printed to a stdout in ASCII (or cp1252, a Windows console's
+    redirection) ended the match before its first game."""
+    out = subprocess.run([sys.executable, "-m", "azshogi.commands.arena", "random", "greedy", "--games", "2",
+                          "--quiet", "-a", "name=先手"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "ascii"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["player_a"] == "先手"  # JSON escapes it as \u5148\u624b
+    assert "\\u5148\\u624b vs greedy: W-L-D" in out.stdout

@@ -43,6 +43,9 @@ HYDRA_MISTAKES = [
     (["train.lr=${nosuch}"], "train.lr: Interpolation key 'nosuch' not found"),
     (["model=5"], "model=5: a config group takes the name of one of its options: cpu, large, medium, small, tiny"),
     (["model=[5]"], "model=[5]: a config group takes the name of one of its options"),
+    # Hydra's grammar: a value it reads only quoted said "LexerNoViableAltException ...; ^"
+    (["checkpoint_root=/tmp/日本語"], "checkpoint_root=/tmp/日本語: quote such a value for Hydra, 'KEY=\"VALUE\"'"),
+    (["checkpoint_root=~/runs"], "quote such a value for Hydra"),
 ]
 
 
@@ -222,6 +225,10 @@ def test_a_folder_that_cannot_be_written_is_found_before_any_work(capsys, monkey
         code, _, err = run_main(capsys, monkeypatch, "azshogi", main, ["device=cpu", *args])
         assert code == 2 and err.count("\n") == 1 and named in err, (args, err)
     assert started == [] and [p.name for p in tmp_path.iterdir()] == ["afile"]
+    (tmp_path / "unmounted").symlink_to(tmp_path / "disk" / "runs")  # it said "File exists"
+    code, _, err = run_main(capsys, monkeypatch, "azshogi", main, ["device=cpu", "checkpoint_root=unmounted"])
+    assert code == 2 and f"unmounted is a symbolic link to {tmp_path / 'disk' / 'runs'}, which does not exist" in err
+    (tmp_path / "unmounted").unlink()
 
     # A full disk, for a new run and for a run to resume (its folder exists): found at once.
     def full(fd):
@@ -339,3 +346,12 @@ def test_the_docs_tools_check_their_numbers_before_any_work(tool, args, said, ca
         with pytest.raises(SystemExit):
             module.parse_args(["--out", str(tmp_path / "folder")])
         assert "cannot be written (a folder)" in capsys.readouterr().err
+
+
+def test_a_leading_tilde_is_the_users_home(tiny_config):
+    """`'checkpoint_root="~/runs"'` (quoted for Hydra; zsh and dash leave ~ in KEY=~/x) made a
+    folder named `~` in the working folder."""
+    cfg = tiny_config('checkpoint_root="~/runs"', 'log_root="~/logs"', 'replay.seed_files=["~/a.hcpe"]')
+    home = Path.home()
+    assert (cfg.checkpoint_root, cfg.log_root, cfg.replay.seed_files) == (
+        str(home / "runs"), str(home / "logs"), [str(home / "a.hcpe")])

@@ -154,12 +154,14 @@ def test_the_console_script_runs(tmp_path, capsys, monkeypatch):
     done = subprocess.run([script, "run=cli", "model=tiny", "device=cpu", "pretrain.steps=2",
                            "train.batch_size=8", "selfplay.num_actors=2",
                            f"pretrain.train_files=[{tmp_path / 't.hcpe'}]",
-                           f"checkpoint_root={tmp_path / 'c'}", f"log_root={tmp_path / 'l'}"],
+                           f"checkpoint_root=\"{tmp_path / 'my runs'}\"", f"log_root={tmp_path / 'l'}"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "c" / "cli" / "ckpt-00000.pt").is_file()
-    assert sorted(os.listdir(tmp_path)) == ["c", "l", "t.hcpe"]  # no Hydra outputs/ folder
-    assert f"continue with self-play: azshogi run=cli model=tiny checkpoint_root={tmp_path / 'c'}" in done.stderr
+    assert (tmp_path / "my runs" / "cli" / "ckpt-00000.pt").is_file()
+    assert sorted(os.listdir(tmp_path)) == ["l", "my runs", "t.hcpe"]  # no Hydra outputs/ folder
+    # a folder with a space is quoted for Hydra and the shell (the line could not be pasted)
+    assert (f"continue with self-play: azshogi run=cli model=tiny 'checkpoint_root=\"{tmp_path / 'my runs'}\"' "
+            f"log_root={tmp_path / 'l'}") in done.stderr
     # Its last line's command continues the run (the network's shape and the folders included),
     # here with a tiny self-play phase appended (`azshogi` in this process: test_loop.py runs
     # the command as a process of its own).
@@ -172,7 +174,7 @@ def test_the_console_script_runs(tmp_path, capsys, monkeypatch):
     code, out, err = run_main(capsys, monkeypatch, "azshogi", train.main, args)
     assert code == 0, err
     assert "resumed from" in out + err
-    assert (tmp_path / "c" / "cli" / "ckpt-00001.pt").is_file()
+    assert (tmp_path / "my runs" / "cli" / "ckpt-00001.pt").is_file()
 
 
 def test_a_dlshogi_style_hcpe3_file_is_read(tmp_path):

@@ -142,6 +142,7 @@ def run_folders(cfg: Config) -> dict:
 
 _NOT_OVERRIDDEN = re.compile(r"Could not override '([^']+)'")
 _OPTION_NAME = re.compile(r"[A-Za-z_][\w-]*")
+_GRAMMAR = re.compile(r"LexerNoViableAltException|mismatched input|no viable alternative|extraneous input")
 
 
 def _group_given_no_option(overrides: list[str]) -> Optional[str]:
@@ -204,6 +205,9 @@ def check_overrides(program: str) -> None:
         message = unknown_key_message(missing.group(1)) if missing else _group_given_no_option(overrides)
         key = getattr(e, "full_key", None)  # an interpolation's error names its key apart
         line = _one_line(e)
+        if _GRAMMAR.search(str(e)):  # Hydra's override grammar: a value it reads only quoted
+            line = (line.removesuffix("; ^") + ": quote such a value for Hydra, 'KEY=\"VALUE\"' (a value with "
+                    "letters other than ASCII, or ~ ( ) = # & and the like)")
         fail(program, message or (f"{key}: " if key and key not in line else "") + line)
     try:
         run_dir = cfg.hydra.run.dir  # Hydra makes it before azshogi runs

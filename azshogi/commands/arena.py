@@ -9,7 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from azshogi.commands.cli import ArgumentParser, fail, interrupted, key_values
+from azshogi.commands.cli import ArgumentParser, fail, interrupted, key_values, terminating_interrupts
 
 if TYPE_CHECKING:  # the players' modules import torch (a second): after main's Ctrl-C handling begins
     from azshogi.play.players import Player
@@ -30,6 +30,7 @@ def _at_least_one(text: str) -> int:
 
 
 def main(argv=None) -> None:
+    terminating_interrupts()
     try:
         _main(argv)
     except KeyboardInterrupt:  # at start-up, or a second Ctrl-C while the first one's wrap-up stops the engines

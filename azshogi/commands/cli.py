@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 from typing import Callable, Iterator, NoReturn
 
@@ -15,11 +16,38 @@ def fail(program: str, message: str) -> NoReturn:
     sys.exit(2)
 
 
+_STOPPED_BY = ["Ctrl-C"]  # what interrupted the command: a KeyboardInterrupt from SIGINT, or from SIGTERM
+
+
 def interrupted(program: str, message: str) -> NoReturn:
-    """Ctrl-C: one line `PROGRAM: interrupted (Ctrl-C): ...` on stderr saying what was kept, and
-    exit code 130 (the shell's for SIGINT), never a traceback."""
-    print(f"{program}: interrupted (Ctrl-C): {message}", file=sys.stderr)
-    sys.exit(130)
+    """Ctrl-C (or SIGTERM, where terminating_interrupts is on): one line `PROGRAM: interrupted
+    (Ctrl-C): ...` on stderr saying what was kept, and the shell's exit code for the signal (130
+    for SIGINT, 143 for SIGTERM), never a traceback."""
+    print(f"{program}: interrupted ({_STOPPED_BY[0]}): {message}", file=sys.stderr)
+    sys.exit(143 if _STOPPED_BY[0] == "SIGTERM" else 130)
+
+
+def terminating_interrupts() -> None:
+    """SIGTERM (`timeout`, `kill`, a service manager) interrupts as Ctrl-C does: the command's
+    KeyboardInterrupt handling says what was done and keeps it (it ended with nothing said)."""
+    def handle(signum, frame):
+        _STOPPED_BY[0] = "SIGTERM"
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handle)
+
+
+def _line_by_line_output() -> None:
+    """stdout written line by line, with the letters its encoding lacks escaped (\\u65e5): piped to a
+    file it held every line until the end (a command killed before then left it empty), and a
+    Japanese path or name printed to an ASCII or cp1252 stdout crashed a command after its work."""
+    try:
+        sys.stdout.reconfigure(errors="backslashreplace", line_buffering=True)  # type: ignore[union-attr]
+    except (AttributeError, ValueError):  # not a text stream of its own (a test's capture)
+        pass
+
+
+_line_by_line_output()
 
 
 @contextlib.contextmanager

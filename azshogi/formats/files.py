@@ -108,6 +108,8 @@ def write_problem(folder: Path) -> Optional[str]:
     missing = []
     parent = folder
     while not parent.exists() and parent != parent.parent:
+        if parent.is_symlink():  # a link to what is not there: mkdir would say only "File exists"
+            return f"{parent} is a symbolic link to {os.readlink(parent)}, which does not exist (a disk not mounted?)"
         missing.append(parent)
         parent = parent.parent
     made: list[Path] = []

@@ -17,6 +17,8 @@ rate schedule continues at the pretraining step), as does `resume=PATH` in anoth
 from __future__ import annotations
 
 import math
+import re
+import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +103,9 @@ def continue_command(cfg: Config) -> str:
         args.append(f"train.optimizer={cfg.train.optimizer.name}")
     for key in ("checkpoint_root", "log_root"):
         if getattr(cfg, key) != getattr(default, key):
-            args.append(f"{key}={getattr(cfg, key)}")
+            value = str(getattr(cfg, key))  # quoted for Hydra and then the shell where it is no plain token
+            args.append(f"{key}={value}" if re.fullmatch(r"[\w./-]+", value, re.ASCII) else
+                        shlex.quote(f'{key}="{value}"'))
     return "azshogi " + " ".join(args)
 
 
