@@ -679,3 +679,16 @@ def test_names_an_ascii_output_cannot_hold_are_escaped_not_a_crash():
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["player_a"] == "先手"  # JSON escapes it as \u5148\u624b
     assert "\\u5148\\u624b vs greedy: W-L-D" in out.stdout
+
+
+def test_without_a_terminal_a_match_prints_its_score_as_it_goes(capsys, monkeypatch):
+    """Piped or redirected (no bar), a match printed nothing until its end: now a line with its
+    games and score every monitor.PROGRESS_LINE_SECONDS (here every game), none with --quiet."""
+    from azshogi.train import monitor
+
+    monkeypatch.setattr(monitor, "PROGRESS_LINE_SECONDS", 0.0)
+    arena.main(["random", "greedy", "--games", "3", "--in-flight", "1"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if " of 3 games, W-L-D " in line]
+    assert [line.split(":")[1].split(" of")[0].strip() for line in lines] == ["1", "2", "3"], lines
+    arena.main(["random", "greedy", "--games", "3", "--in-flight", "1", "--quiet"])
+    assert " of 3 games, W-L-D " not in capsys.readouterr().out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Optional
 
 from azshogi.commands.cli import ArgumentParser, fail, interrupted, key_values, terminating_interrupts
@@ -35,6 +36,25 @@ def main(argv=None) -> None:
         _main(argv)
     except KeyboardInterrupt:  # at start-up, or a second Ctrl-C while the first one's wrap-up stops the engines
         interrupted(PROGRAM, "stopped at once")
+
+
+class _Lines:
+    """Without a bar (output piped or redirected, no --quiet): a line with the games finished and
+    the score so far every monitor.PROGRESS_LINE_SECONDS, as training prints (it printed nothing
+    until the match ended)."""
+
+    def __init__(self, on: bool):
+        self.on, self.last = on, time.monotonic()
+
+    def game(self, name_a: str, name_b: str, games: list, of: int) -> None:
+        from azshogi.play.arena import MatchResult
+        from azshogi.train.monitor import PROGRESS_LINE_SECONDS
+
+        if self.on and time.monotonic() - self.last >= PROGRESS_LINE_SECONDS:
+            self.last = time.monotonic()
+            partial = MatchResult(name_a, name_b, list(games))
+            print(f"{name_a} vs {name_b}: {len(games)} of {of} games, W-L-D {partial.wins}-{partial.losses}-"
+                  f"{partial.draws}")
 
 
 def _finished_before(name_a: str, name_b: str, games: list, of: int, cause: str, records) -> None:
@@ -92,7 +112,8 @@ def _main(argv) -> None:
     from azshogi.shogi.rules import Rules
     from azshogi.train.monitor import draws_bars
 
-    # A bar only on a terminal: piped or redirected, its frames would end up in the output.
+    # A bar only on a terminal: piped or redirected, its frames would end up in the output (lines instead).
+    args.lines = _Lines(not args.quiet and not draws_bars(sys.stderr))
     args.quiet = args.quiet or not draws_bars(sys.stderr)
     rules = Rules(max_plies=args.max_plies, impasse_rule=args.impasse_rule)
     args.in_flight = min(args.in_flight, args.games)  # network players size their trees for these games
@@ -110,9 +131,13 @@ def _main(argv) -> None:
             if player.note():
                 print(player.note())
         openings = Openings(args.openings, args.seed)
+        def finished(game) -> None:
+            done.append(game)
+            args.lines.game(players[0].name, players[1].name, done, args.games)
+
         result = play_match(players[0], players[1], args.games, openings=openings, rules=rules,
                             in_flight=args.in_flight, records_dir=Path(args.records) if args.records else None,
-                            record_format=args.format, progress=not args.quiet, on_game=done.append)
+                            record_format=args.format, progress=not args.quiet, on_game=finished)
     except (ValueError, PositionError, UsiError) as e:  # what was played is not lost: its score and records
         if done:
             _finished_before(players[0].name, players[1].name, done, args.games, "the failure", args.records)
@@ -199,6 +224,7 @@ def _ladder(args, a_options: dict, b_options: dict, rules) -> None:
             if records is not None:
                 write_game(records / name / f"game-{game.index:04d}.{args.format}", game, player.name, opponent.name)
             by_rung.setdefault(name, []).append(game)
+            args.lines.game(player.name, name, by_rung[name], args.games)
 
         result = LadderResult(player.name)
         play_ladder(player, rungs, args.games, rules=rules, openings=args.openings, seed=args.seed * 2 + 1,
