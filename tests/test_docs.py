@@ -863,6 +863,14 @@ COMMANDS: dict[str, Run | Check | Skip] = {
         Skip("a benchmark (minutes); test_bench_checkpoint.py::test_the_checkpoint_benchmark_runs runs the tool "
              "smoke-sized"),
     "PYTHONPATH=/tmp/azshogi-9d6d736 python docs/tools/bench_checkpoint.py --repeats 3": Skip(OLD_ENGINE),
+    'CMD="rm -rf /tmp/ob && exec azshogi +experiment=cpu run=b loop.max_checkpoints=1 '
+    'loop.positions_per_checkpoint=1500 eval.every=0 checkpoint_root=/tmp/ob/ck log_root=/tmp/ob/logs"':
+        Skip("the command the farm-bench line below times; test_loop.py runs the loop"),
+    """farm-bench -n 4 --timeout 950 --vs "sh -c '$CMD'" -- sh -c "OMP_WAIT_POLICY=PASSIVE; export """
+    """OMP_WAIT_POLICY; $CMD\"""":
+        Skip("a benchmark of minutes with farm-bench, a timing tool of the project's machines, not of azshogi"),
+    "azshogi-arena search:CKPT greedy --games 4 -a nodes=64":
+        Skip("an audit's timing beside a busy program (CKPT: a run's checkpoint); test_arena.py plays search: players"),
     "python docs/tools/checkpoint_read_cost.py checkpoints/n99/ckpt-00205.pt":
         Run(("--megabytes", "1", "--repeats", "1"), fill=(("checkpoints/n99/ckpt-00205.pt", ""),),
             then=_read_cost_rows),

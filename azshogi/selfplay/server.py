@@ -289,6 +289,11 @@ class _Job:
     device_busy: float = 0.0  # seconds of the device's time it alone accounts for (launches overlap)
 
 
+# Rounds an InferenceServer keeps for its timeline (azshogi-bench's `timeline`: bench.run sets it);
+# 0 in a run, which never reads them (100,000 of them held some 32 MB)
+KEEP_ROUNDS = 0
+
+
 @dataclass(frozen=True)
 class Round:
     """One forward pass of the server as a timeline (time.perf_counter() seconds): its first and
@@ -352,7 +357,8 @@ class InferenceServer:
         self.last_heard = [time.monotonic()] * len(self.conns)
         self.bytes_in = self.bytes_out = 0  # what crossed the process boundary, evaluations only
         self.served = 0  # positions evaluated for clients
-        self.rounds: collections.deque = collections.deque(maxlen=100_000)  # the latest Rounds, oldest first
+        # the latest Rounds, oldest first, where a benchmark asks for them (KEEP_ROUNDS)
+        self.rounds: collections.deque = collections.deque(maxlen=KEEP_ROUNDS)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._done: collections.deque = collections.deque()
         self._selector: Optional[selectors.BaseSelector] = None
@@ -541,9 +547,10 @@ class InferenceServer:
             self.bytes_out += job.rows * 4 + job.labels * size
             answered = time.perf_counter()
             self.evaluator.stats.add(job.rows, answered - job.started)
-            arrivals = [t for _, _, _, t in job.requests]
-            self.rounds.append(Round(min(arrivals), max(arrivals), job.started, job.device_start, job.device_done,
-                                     answered, job.rows, job.device_busy))
+            if self.rounds.maxlen:
+                arrivals = [t for _, _, _, t in job.requests]
+                self.rounds.append(Round(min(arrivals), max(arrivals), job.started, job.device_start,
+                                         job.device_done, answered, job.rows, job.device_busy))
 
     @property
     def stats(self) -> EvaluatorTotals:

@@ -159,6 +159,9 @@ def run(cfg: Config, out=sys.stdout) -> dict:
         return train_bench.run(cfg, out)
     if b.plies:
         cfg = _in_process(cfg)
+    from azshogi.selfplay import server as server_module
+
+    server_module.KEEP_ROUNDS = 100_000  # the inference server's timeline (round_timeline)
     parts = build_components(cfg, stand_in=stand_in_seconds(b))
     print(parts.note, file=sys.stderr)
     try:

@@ -344,9 +344,11 @@ class StoredReplay:
     def prune(self, checkpoint_files: Sequence[Path]) -> None:
         """Deletes the segments none of `checkpoint_files` (the run's kept ones) refers to; keeps
         everything when one of them cannot be read."""
+        kept = {Path(p) for p in checkpoint_files}
+        self._references = {p: r for p, r in self._references.items() if p in kept}  # not every one ever written
         referenced: set = set()
-        for path in checkpoint_files:
-            files = self._referenced_by(Path(path))
+        for path in kept:
+            files = self._referenced_by(path)
             if files is None:
                 return
             referenced |= files
